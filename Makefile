@@ -1,0 +1,43 @@
+# Two entry points a researcher needs on a fresh clone:
+#   make run   - install into .venv, then run the main job on the offline default encoder
+#   make test  - install into .venv, then run the whole test suite
+# Everything else here is what those two need.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The main job grows with the project: today it prepares the data; the DeCLUTR
+# pipeline will take its place once it exists.
+MAIN_PIPELINES ?= raw_data,data_processing
+PYTEST_ARGS ?=
+
+# Kedro telemetry and DVC analytics would try to reach the network.
+export KEDRO_DISABLE_TELEMETRY := 1
+export DVC_NO_ANALYTICS := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test viz clean
+
+# torch is installed first and pinned: 2.13.0 is a CPU build on this platform's
+# local wheel store; an unpinned torch would pull a multi-GB CUDA build. Once it is
+# there, the project's `torch>=2.4` requirement is satisfied and nothing else moves.
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "torch==2.13.0"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/kedro run --pipelines=$(MAIN_PIPELINES)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+viz: install
+	$(BIN)/kedro viz build
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,4 @@
+"""Contrastive Sentence Embeddings
+"""
+
+__version__ = "0.1"

@@ -1,0 +1,267 @@
+"""Where the raw data comes from: an offline mirror directory, or the Hugging Face Hub.
+
+Every raw source has the same layout in ``data/01_raw/<source>/`` whichever way it
+arrived, so that everything downstream has one reader per format:
+
+=============== ======================== =================================================
+source          mirror sub-directory     Hub (machines with internet)
+=============== ======================== =================================================
+``wiki``        ``wiki/``                ``princeton-nlp/datasets-for-simcse`` (wiki1m)
+``longdocs``    ``longdocs/``            ``Salesforce/wikitext`` (``wikitext-2-v1``)
+``openwebtext`` ``openwebtext/``         ``Skylion007/openwebtext``
+``sts``         ``sts/``                 ``mteb/stsbenchmark-sts`` (STS-B only)
+``nli``         ``nli/``                 ``stanfordnlp/snli``, ``nyu-mll/multi_nli``
+``transfer``    ``transfer/``            none: SentEval's ``get_transfer_data.bash``
+=============== ======================== =================================================
+
+The mirror defaults to ``../shared/datasets`` (relative to the project root) and is
+overridden by the ``CSE_DATA_MIRROR`` environment variable or the ``mirror_dir``
+parameter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+
+logger = logging.getLogger(__name__)
+
+MIRROR_ENV_VAR = "CSE_DATA_MIRROR"
+DEFAULT_MIRROR_DIR = "../shared/datasets"
+MODES = ("auto", "mirror", "hub")
+
+HubFetcher = Callable[[Path, dict[str, Any]], None]
+
+
+class RawDataUnavailable(RuntimeError):
+    """Neither the offline mirror nor the Hub could provide a raw source."""
+
+
+@dataclass(frozen=True)
+class RawSource:
+    name: str
+    mirror_subdir: str
+    description: str
+    fetch_from_hub: HubFetcher | None = None
+    hub_hint: str = ""
+
+
+def resolve_mirror_dir(configured: str | None = None) -> Path:
+    """The offline mirror: the ``mirror_dir`` parameter if set, else ``$CSE_DATA_MIRROR``,
+    else ``../shared/datasets``; relative paths are taken from the working directory
+    (the project root under ``kedro run``)."""
+    chosen = configured or os.environ.get(MIRROR_ENV_VAR) or DEFAULT_MIRROR_DIR
+    return Path(chosen).expanduser().resolve()
+
+
+def list_files(directory: Path) -> dict[str, RawFile]:
+    """Every regular, non-hidden file below ``directory``, keyed by its relative path."""
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if path.is_file() and not any(part.startswith(".") for part in relative.parts):
+            files[relative.as_posix()] = RawFile(path)
+    return files
+
+
+def materialise_raw_source(
+    name: str,
+    mirror_dir: str | None = None,
+    mode: str = "auto",
+    hub_options: dict[str, Any] | None = None,
+    staging_dir: Path | None = None,
+) -> dict[str, RawFile]:
+    """The files of raw source ``name``, keyed by path relative to the source folder.
+
+    ``mode='mirror'`` reads the offline mirror only, ``'hub'`` downloads only, and
+    ``'auto'`` uses the mirror when it has the source and the Hub otherwise. When no
+    way works a :class:`RawDataUnavailable` says what was tried and what to do.
+    """
+    if mode not in MODES:
+        raise ValueError(f"raw data mode must be one of {MODES}, got {mode!r}")
+    source = RAW_SOURCES[name]
+    mirror = resolve_mirror_dir(mirror_dir) / source.mirror_subdir
+    if mode in ("auto", "mirror"):
+        files = list_files(mirror) if mirror.is_dir() else {}
+        if files:
+            logger.info(
+                "raw %s: %d files (%.1f MB) from the offline mirror %s",
+                name,
+                len(files),
+                sum(f.path.stat().st_size for f in files.values()) / 1e6,
+                mirror,
+            )
+            return files
+        if mode == "mirror":
+            raise RawDataUnavailable(
+                f"Raw source '{name}' ({source.description}) is not in the offline "
+                f"mirror: {mirror} is missing or empty. Point {MIRROR_ENV_VAR} (or the "
+                "raw_data.mirror_dir parameter) at a directory laid out like "
+                "../shared/datasets, or set raw_data.mode to 'hub' on a machine with "
+                "internet access."
+            )
+    return _fetch_from_hub(source, mirror, hub_options or {}, staging_dir)
+
+
+def _fetch_from_hub(
+    source: RawSource, mirror: Path, options: dict[str, Any], staging_dir: Path | None
+) -> dict[str, RawFile]:
+    what_to_do = (
+        f"Either put the data in an offline mirror ({mirror} was looked for; set "
+        f"{MIRROR_ENV_VAR} or the raw_data.mirror_dir parameter to its parent folder), "
+        "or run on a machine that can reach the Hugging Face Hub "
+        "(with HF_HUB_OFFLINE unset)."
+    )
+    if source.fetch_from_hub is None:
+        raise RawDataUnavailable(
+            f"Raw source '{source.name}' ({source.description}) has no offline mirror "
+            f"at {mirror} and no Hub source. {source.hub_hint} {what_to_do}"
+        )
+    staging = Path(staging_dir or tempfile.mkdtemp(prefix=f"cse-hub-{source.name}-"))
+    staging.mkdir(parents=True, exist_ok=True)
+    logger.info("raw %s: fetching from the Hugging Face Hub into %s", source.name, staging)
+    try:
+        source.fetch_from_hub(staging, options)
+    except Exception as err:  # noqa: BLE001 - any library failure means "not available"
+        logger.debug("Hub download of %s failed", source.name, exc_info=True)
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        raise RawDataUnavailable(
+            f"Raw source '{source.name}' ({source.description}) is not in the offline "
+            f"mirror and downloading it from the Hub failed ({reason}). {what_to_do}"
+        ) from None
+    return list_files(staging)
+
+
+# --- Hub fetchers: each writes the mirror layout of its source into ``dest`` ---------
+
+
+def _fetch_wiki(dest: Path, options: dict[str, Any]) -> None:
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(
+        repo_id=options.get("repo_id", "princeton-nlp/datasets-for-simcse"),
+        filename=options.get("filename", "wiki1m_for_simcse.txt"),
+        repo_type="dataset",
+    )
+    (dest / Path(path).name).symlink_to(path)
+
+
+def _fetch_longdocs(dest: Path, options: dict[str, Any]) -> None:
+    from datasets import load_dataset
+
+    repo = options.get("repo_id", "Salesforce/wikitext")
+    config = options.get("config", "wikitext-2-v1")
+    for split, short in (("validation", "valid"), ("test", "test")):
+        rows = load_dataset(repo, config, split=split)
+        write_lines(dest / f"wikitext-2.{short}.txt", (row["text"].rstrip("\n") for row in rows))
+
+
+def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
+    from datasets import load_dataset
+
+    rows = load_dataset(
+        options.get("repo_id", "Skylion007/openwebtext"), split="train", streaming=True
+    )
+    documents = _until_limit((row["text"] for row in rows), options.get("max_documents"))
+    write_lines(dest / "train.txt", (one_line(doc) for doc in documents))
+
+
+def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
+    from datasets import load_dataset
+
+    repo = options.get("stsb_repo_id", "mteb/stsbenchmark-sts")
+    for split, short in (("train", "train"), ("validation", "dev"), ("test", "test")):
+        rows = load_dataset(repo, split=split)
+        write_stsb_senteval_layout(
+            dest / "STSBenchmark" / f"sts-{short}.csv", rows, origin=repo
+        )
+    logger.warning(
+        "raw sts: the Hub provides STS-B only; STS12-16 and SICK come from SentEval's "
+        "data script (put them in the offline mirror)."
+    )
+
+
+def _fetch_nli(dest: Path, options: dict[str, Any]) -> None:
+    from datasets import load_dataset
+
+    repos = options.get(
+        "repo_ids", {"snli": "stanfordnlp/snli", "multinli": "nyu-mll/multi_nli"}
+    )
+    for name, repo in repos.items():
+        for split, rows in load_dataset(repo).items():
+            frame = pd.DataFrame(
+                {c: rows[c] for c in ("premise", "hypothesis", "label")}
+            )
+            (dest / name).mkdir(parents=True, exist_ok=True)
+            frame.to_parquet(dest / name / f"{split}.parquet", index=False)
+
+
+def _until_limit(items: Iterable[str], limit: int | None) -> Iterable[str]:
+    for i, item in enumerate(items):
+        if limit is not None and i >= limit:
+            return
+        yield item
+
+
+def one_line(text: str) -> str:
+    """A document on one line: its line breaks and tabs become spaces."""
+    return " ".join(text.replace("\t", " ").splitlines()).strip()
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+
+
+def write_stsb_senteval_layout(
+    path: Path, rows: Iterable[dict[str, Any]], origin: str
+) -> None:
+    """STS-B rows with ``sentence1``, ``sentence2`` and a 0-5 ``score`` written as
+    SentEval's 7-column TSV: genre, file, year, id, score, s1, s2."""
+    write_lines(
+        path,
+        (
+            "\t".join(
+                [
+                    str(row.get("genre", "hub")),
+                    origin,
+                    str(row.get("year", "")),
+                    f"{i:04d}",
+                    f"{float(row['score']):.3f}",
+                    one_line(row["sentence1"]),
+                    one_line(row["sentence2"]),
+                ]
+            )
+            for i, row in enumerate(rows)
+        ),
+    )
+
+
+RAW_SOURCES: dict[str, RawSource] = {
+    source.name: source
+    for source in (
+        RawSource("wiki", "wiki", "Wikipedia sentences, one per line", _fetch_wiki),
+        RawSource("longdocs", "longdocs", "WikiText-2 articles", _fetch_longdocs),
+        RawSource("openwebtext", "openwebtext", "OpenWebText, one document per line", _fetch_openwebtext),
+        RawSource("sts", "sts", "STS12-16, STS-B and SICK", _fetch_sts),
+        RawSource("nli", "nli", "SNLI / MultiNLI pairs", _fetch_nli),
+        RawSource(
+            "transfer",
+            "transfer",
+            "SentEval transfer tasks",
+            None,
+            "SentEval's data/downstream/get_transfer_data.bash downloads them.",
+        ),
+    )
+}

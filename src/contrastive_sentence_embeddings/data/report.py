@@ -1,0 +1,104 @@
+"""Row accounting shared by every data-preparation step.
+
+Each step counts the rows it read, the rows it kept, and every dropped row under a
+reason. The counts are logged and collected into one JSON data report, so that no
+row disappears without a trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# How many example locations ("file:line") are kept per drop reason.
+MAX_EXAMPLES_PER_REASON = 5
+
+
+class BadInputError(ValueError):
+    """Raised for malformed input when a step runs in strict mode (``on_bad_input: error``)."""
+
+
+@dataclass
+class StepReport:
+    """Counts of one data-preparation step.
+
+    ``rows_in`` is everything the step looked at, ``rows_out`` what it produced, and
+    ``dropped`` maps a human-readable reason to a count. ``examples`` keeps up to
+    :data:`MAX_EXAMPLES_PER_REASON` locations per reason, so a researcher can open
+    the offending file at the right line.
+    """
+
+    step: str
+    rows_in: int = 0
+    rows_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def drop(self, reason: str, count: int = 1, where: str | None = None) -> None:
+        """Count ``count`` rows dropped for ``reason``; remember ``where`` as an example."""
+        if count <= 0:
+            return
+        self.dropped[reason] += count
+        if where is not None:
+            kept = self.examples.setdefault(reason, [])
+            if len(kept) < MAX_EXAMPLES_PER_REASON:
+                kept.append(where)
+
+    @property
+    def rows_dropped(self) -> int:
+        return sum(self.dropped.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "rows_dropped": self.rows_dropped,
+            "dropped": dict(sorted(self.dropped.items())),
+            "examples": {k: list(v) for k, v in sorted(self.examples.items())},
+            **self.extra,
+        }
+
+    def log(self, logger: logging.Logger) -> None:
+        logger.info(
+            "%s: %d rows in, %d rows out, %d dropped",
+            self.step,
+            self.rows_in,
+            self.rows_out,
+            self.rows_dropped,
+        )
+        for reason, count in sorted(self.dropped.items()):
+            where = self.examples.get(reason)
+            logger.info(
+                "%s: dropped %d (%s)%s",
+                self.step,
+                count,
+                reason,
+                f", e.g. {', '.join(where)}" if where else "",
+            )
+
+
+def handle_bad_input(
+    report: StepReport, reason: str, where: str, on_bad_input: str
+) -> None:
+    """Skip-and-count a bad row, or raise naming its location in strict mode."""
+    if on_bad_input == "error":
+        raise BadInputError(f"{where}: {reason}")
+    if on_bad_input != "skip":
+        raise ValueError(
+            f"on_bad_input must be 'skip' or 'error', got {on_bad_input!r}"
+        )
+    report.drop(reason, where=where)
+
+
+def merge_reports(*reports: StepReport | dict[str, Any]) -> dict[str, Any]:
+    """One JSON-able data report keyed by step name."""
+    merged: dict[str, Any] = {}
+    for report in reports:
+        if isinstance(report, StepReport):
+            merged[report.step] = report.to_dict()
+        else:
+            merged.update(report)
+    return merged

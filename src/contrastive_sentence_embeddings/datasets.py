@@ -1,0 +1,62 @@
+"""Kedro datasets of this project.
+
+``RawFileDataset`` is the catalog type of everything in ``data/01_raw``: loading
+gives a lazy :class:`~contrastive_sentence_embeddings.data.raw_file.RawFile` handle
+(nothing is read until a node streams it), saving copies a file byte for byte. Used
+inside a ``partitions.PartitionedDataset`` it represents a raw directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kedro.io import AbstractDataset, DatasetError
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+
+
+class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
+    """One raw file, copied unchanged on save and handed out lazily on load.
+
+    Args:
+        filepath: where the file lives in the project (e.g. under ``data/01_raw``).
+        encoding: the text encoding readers should expect (``utf-8``; SentEval's
+            TREC training file is ``iso-8859-1``).
+    """
+
+    def __init__(self, filepath: str, encoding: str = "utf-8", metadata: dict | None = None):
+        self._filepath = Path(filepath)
+        self._encoding = encoding
+        self.metadata = metadata
+
+    def load(self) -> RawFile:
+        if not self._filepath.is_file():
+            raise DatasetError(
+                f"Raw file {self._filepath} does not exist. Run "
+                "`kedro run --pipeline=raw_data` to bring the raw data in."
+            )
+        return RawFile(self._filepath, self._encoding)
+
+    def save(self, data: RawFile | bytes | str | Path) -> None:
+        self._filepath.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, RawFile):
+            data = data.path
+        if isinstance(data, Path):
+            if data.resolve() != self._filepath.resolve():
+                shutil.copyfile(data, self._filepath)
+        elif isinstance(data, bytes):
+            self._filepath.write_bytes(data)
+        elif isinstance(data, str):
+            self._filepath.write_text(data, encoding=self._encoding)
+        else:
+            raise DatasetError(
+                f"Cannot save {type(data).__name__} to raw file {self._filepath}"
+            )
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "encoding": self._encoding}

@@ -1,0 +1,211 @@
+"""Nodes of the ``data_processing`` pipeline. Each wires library functions together,
+logs rows in / out / dropped, and returns its counts for the data report."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from contrastive_sentence_embeddings.data import documents as docs
+from contrastive_sentence_embeddings.data import pairs, wikipedia
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.report import StepReport, merge_reports
+from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
+from contrastive_sentence_embeddings.encoders import load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+Partitions = Mapping[str, Callable[[], RawFile]]
+
+SENTENCE_INPUTS = ("wikitext", "sentence_per_line")
+DOCUMENT_INPUTS = ("wikitext", "openwebtext")
+
+
+def _text_files(partitions: Partitions, what: str) -> dict[str, RawFile]:
+    """The ``.txt`` partitions; anything else (LICENSE files, notes) is logged and left."""
+    chosen = {pid: load() for pid, load in sorted(partitions.items()) if pid.endswith(".txt")}
+    others = sorted(set(partitions) - set(chosen))
+    if others:
+        logger.info("%s: not text input, left alone: %s", what, ", ".join(others))
+    return chosen
+
+
+def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) -> None:
+    unknown = set(chosen) - set(allowed)
+    if unknown or not chosen:
+        raise ValueError(f"{parameter} must be a non-empty subset of {list(allowed)}, got {chosen}")
+
+
+def collect_sentence_candidates(
+    raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Every candidate sentence with its ``file:line``: spaCy-split, detokenised
+    WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``)."""
+    _check_choices(params["inputs"], SENTENCE_INPUTS, "wiki_sentences.inputs")
+    report = StepReport("sentence_candidates")
+    frames = []
+    if "sentence_per_line" in params["inputs"]:
+        for pid, raw in _text_files(raw_wiki, "raw_wiki").items():
+            frames.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
+    if "wikitext" in params["inputs"]:
+        nlp = wikipedia.sentence_splitter()
+        for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
+            articles = wikipedia.parse_wikitext(raw, report, on_bad_input)
+            frames.append(wikipedia.wikitext_sentence_candidates(articles, raw.label, nlp))
+    candidates = pd.concat(frames, ignore_index=True)
+    report.rows_out = len(candidates)
+    report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"
+    report.log(logger)
+    return candidates, {report.step: report.to_dict()}
+
+
+def sample_sentences(
+    candidates: pd.DataFrame, params: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Clean, length-filter and de-duplicate the candidates, then draw the seeded sample."""
+    report = StepReport("wiki_sentences", rows_in=len(candidates))
+    kept = wikipedia.clean_and_filter_sentences(
+        candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True)
+    )
+    sample = wikipedia.sample_rows(kept, params.get("n_sentences"), params["seed"], report)
+    report.rows_out = len(sample)
+    report.log(logger)
+    return sample, {report.step: report.to_dict()}
+
+
+def build_long_documents(
+    raw_longdocs: Partitions,
+    raw_openwebtext: Partitions,
+    params: dict[str, Any],
+    on_bad_input: str,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """WikiText articles and OpenWebText documents, tokenised once with the encoder's
+    tokenizer, keeping those of at least ``min_doc_tokens`` tokens."""
+    _check_choices(params["inputs"], DOCUMENT_INPUTS, "long_documents.inputs")
+    report = StepReport("long_documents")
+    tokenizer = load_tokenizer(params["encoder"])
+    frames = []
+    if "wikitext" in params["inputs"]:
+        for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
+            scratch = StepReport("wikitext lines")  # line counts are not document counts
+            articles = wikipedia.parse_wikitext(raw, scratch, on_bad_input)
+            _carry_bad_lines(scratch, report)
+            frames.append(docs.wikitext_documents(articles, pid, tokenizer.unk_token))
+    if "openwebtext" in params["inputs"]:
+        for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items():
+            frames.append(docs.line_documents(raw, pid, report, on_bad_input))
+    documents = pd.concat(frames, ignore_index=True)
+    report.rows_in = len(documents) + report.rows_dropped
+    documents["input_ids"] = docs.tokenize_documents(
+        documents["text"].tolist(), tokenizer, params.get("tokenize_batch_size", 64)
+    )
+    documents["n_tokens"] = documents["input_ids"].map(len)
+    kept = docs.keep_long_documents(documents, params["min_doc_tokens"], report)
+    report.rows_out = len(kept)
+    report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
+    report.extra["encoder"] = params["encoder"]
+    report.log(logger)
+    return kept, {report.step: report.to_dict()}
+
+
+def _carry_bad_lines(source: StepReport, target: StepReport) -> None:
+    """Move bad-line counts (undecodable bytes) from a line-level report to a document-level one."""
+    for reason, count in source.dropped.items():
+        if reason.startswith("not "):
+            target.drop(f"line {reason}", count)
+            target.examples.setdefault(f"line {reason}", []).extend(source.examples.get(reason, []))
+
+
+def sample_declutr_spans(
+    long_documents: pd.DataFrame, params: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Anchor and positive spans for every document and epoch (see ``data.spans``)."""
+    config = SpanConfig(
+        num_anchors=params["num_anchors"],
+        num_positives=params["num_positives"],
+        min_length=params["min_length"],
+        max_length=params["max_length"],
+        anchor_gap=params.get("anchor_gap", 0),
+    )
+    report = StepReport("declutr_spans")
+    spans = sample_spans(
+        long_documents["doc_id"].tolist(),
+        long_documents["n_tokens"].tolist(),
+        config,
+        seed=params["seed"],
+        epochs=params["epochs"],
+        report=report,
+    )
+    report.log(logger)
+    return spans, {report.step: report.to_dict()}
+
+
+_STSB_FILE = re.compile(r"(?:^|/)sts-(\w+)\.csv$")
+_SENTEVAL_NLI_FILE = re.compile(r"^(?:(.*)/)?s1\.(\w+)$")
+_HUB_NLI_FILE = re.compile(r"^(?:(.*)/)?(\w+)\.parquet$")
+
+
+def extract_stsb_pairs(
+    raw_sts: Partitions, params: dict[str, Any], on_bad_input: str
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``."""
+    report = StepReport("stsb_pairs")
+    files = {
+        match.group(1): load
+        for pid, load in sorted(raw_sts.items())
+        if pid.startswith("STSBenchmark/") and (match := _STSB_FILE.search(pid))
+    }
+    missing = set(params["splits"]) - set(files)
+    if missing:
+        raise FileNotFoundError(
+            f"STS-B split(s) {sorted(missing)} not found in raw_sts/STSBenchmark "
+            f"(found {sorted(files)})"
+        )
+    frames = [pairs.read_stsb(files[split](), split, report, on_bad_input) for split in params["splits"]]
+    scored = pd.concat(frames, ignore_index=True)
+    positive = pairs.stsb_positive_pairs(scored, params["min_score"], report)
+    report.rows_out = len(positive)
+    report.log(logger)
+    return positive, {report.step: report.to_dict()}
+
+
+def extract_nli_pairs(
+    raw_nli: Partitions, params: dict[str, Any], on_bad_input: str
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(premise, hypothesis) entailment pairs from SentEval-layout files
+    (``<corpus>/s1.<split>``, ``s2.<split>``, ``labels.<split>``) and Hub-layout
+    Parquet files (``<corpus>/<split>.parquet``); ``splits: null`` takes every split."""
+    report = StepReport("nli_pairs")
+    wanted = params.get("splits")
+    tables = []
+    for pid, load in sorted(raw_nli.items()):
+        if match := _SENTEVAL_NLI_FILE.match(pid):
+            corpus, split = match.group(1), match.group(2)
+            if wanted is not None and split not in wanted:
+                continue
+            prefix = f"{corpus}/" if corpus else ""
+            try:
+                hypotheses, labels = raw_nli[f"{prefix}s2.{split}"], raw_nli[f"{prefix}labels.{split}"]
+            except KeyError as err:
+                raise FileNotFoundError(
+                    f"{load().label}: no matching {err.args[0]} beside it in raw_nli"
+                ) from None
+            tables.append(pairs.read_nli_senteval(load(), hypotheses(), labels(), f"{corpus}/{split}", report, on_bad_input))
+        elif match := _HUB_NLI_FILE.match(pid):
+            corpus, split = match.group(1), match.group(2)
+            if wanted is None or split in wanted:
+                tables.append(pairs.read_nli_hub(load(), f"{corpus}/{split}", report, on_bad_input))
+    if not tables:
+        raise FileNotFoundError(f"no NLI files of splits {wanted} in raw_nli (found {sorted(raw_nli)})")
+    entailment = pairs.entailment_pairs(tables, report)
+    report.log(logger)
+    return entailment, {report.step: report.to_dict()}
+
+
+def write_data_report(*reports: dict[str, Any]) -> dict[str, Any]:
+    """All steps' counts in one JSON document (a DVC metric)."""
+    return merge_reports(*reports)

@@ -1,0 +1,26 @@
+"""Nodes of the ``raw_data`` pipeline: one ingestion node per raw source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.raw_sources import materialise_raw_source
+
+
+def make_ingest(source: str) -> Callable[[dict[str, Any]], dict[str, RawFile]]:
+    """A node function that materialises raw source ``source`` (its files, keyed by
+    relative path, are written by the catalog's partitioned dataset)."""
+
+    def ingest(raw_data: dict[str, Any]) -> dict[str, RawFile]:
+        return materialise_raw_source(
+            source,
+            mirror_dir=raw_data.get("mirror_dir"),
+            mode=raw_data.get("mode", "auto"),
+            hub_options=(raw_data.get("hub") or {}).get(source),
+        )
+
+    ingest.__name__ = ingest.__qualname__ = f"ingest_{source}"
+    ingest.__doc__ = f"Bring raw source '{source}' into data/01_raw/{source}."
+    return ingest

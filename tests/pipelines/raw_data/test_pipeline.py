@@ -1,0 +1,55 @@
+import pytest
+from kedro.io import DatasetError
+from kedro_datasets.partitions import PartitionedDataset
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.raw_sources import RAW_SOURCES, RawDataUnavailable
+from contrastive_sentence_embeddings.datasets import RawFileDataset
+from contrastive_sentence_embeddings.pipelines.raw_data import create_pipeline
+from contrastive_sentence_embeddings.pipelines.raw_data.nodes import make_ingest
+
+
+def raw_folder(path):
+    """The catalog's ``raw_{source}`` entry, pointed at ``path``."""
+    return PartitionedDataset(
+        path=str(path),
+        dataset={"type": "contrastive_sentence_embeddings.datasets.RawFileDataset"},
+        overwrite=True,
+    )
+
+
+def test_one_ingestion_node_per_raw_source():
+    pipeline = create_pipeline()
+    assert sorted(n.name for n in pipeline.nodes) == sorted(f"ingest_{s}" for s in RAW_SOURCES)
+    assert sorted(pipeline.outputs()) == sorted(f"raw_{s}" for s in RAW_SOURCES)
+    assert pipeline.inputs() == {"params:raw_data"}
+
+
+def test_ingested_files_are_byte_identical_and_stale_files_go(tmp_path):
+    mirror = tmp_path / "mirror" / "transfer"
+    (mirror / "TREC").mkdir(parents=True)
+    latin1 = "caf\xe9 r\xe9sum\xe9\n".encode("latin-1")  # TREC's training file is ISO-8859-1
+    (mirror / "TREC" / "train_5500.label").write_bytes(latin1)
+    (mirror / "MRPC.txt").write_bytes("\ufeffbom first\n".encode("utf-8"))
+    folder = raw_folder(tmp_path / "01_raw" / "transfer")
+    (tmp_path / "01_raw" / "transfer").mkdir(parents=True)
+    (tmp_path / "01_raw" / "transfer" / "stale.txt").write_text("from an older mirror")
+
+    ingest = make_ingest("transfer")
+    folder.save(ingest({"mirror_dir": str(tmp_path / "mirror"), "mode": "mirror"}))
+
+    loaded = {pid: load() for pid, load in folder.load().items()}
+    assert sorted(loaded) == ["MRPC.txt", "TREC/train_5500.label"]
+    assert all(isinstance(raw, RawFile) for raw in loaded.values())
+    assert loaded["TREC/train_5500.label"].read_bytes() == latin1
+    assert loaded["TREC/train_5500.label"].path.parent == tmp_path / "01_raw" / "transfer" / "TREC"
+
+
+def test_ingestion_without_mirror_or_network_fails_with_the_clear_error(tmp_path):
+    with pytest.raises(RawDataUnavailable, match="CSE_DATA_MIRROR"):
+        make_ingest("openwebtext")({"mirror_dir": str(tmp_path), "mode": "auto"})
+
+
+def test_a_missing_raw_file_tells_how_to_bring_it_in(tmp_path):
+    with pytest.raises(DatasetError, match="kedro run --pipeline=raw_data"):
+        RawFileDataset(str(tmp_path / "nothing.txt")).load()

@@ -57,8 +57,8 @@ def test_sample_sentences_filters_then_samples(raw_inputs):
 
 def test_long_documents_are_tokenised_and_filtered(write_file, partitions):
     owt = write_file("owt/a.txt", ("word " * 50 + "\n") + "\n" + ("word " * 5 + "\n"))
-    params = {"encoder": DEFAULT_ENCODER, "inputs": ["openwebtext"], "min_doc_tokens": 40}
-    kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}), params, "skip")
+    params = {"inputs": ["openwebtext"], "min_doc_tokens": 40}
+    kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}), params, DEFAULT_ENCODER, "skip")
     assert kept["doc_id"].tolist() == ["a.txt:1"]
     assert kept["n_tokens"].tolist() == [50] and len(kept["input_ids"][0]) == 50
     counts = report["long_documents"]

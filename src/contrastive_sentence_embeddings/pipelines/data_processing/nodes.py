@@ -81,13 +81,14 @@ def build_long_documents(
     raw_longdocs: Partitions,
     raw_openwebtext: Partitions,
     params: dict[str, Any],
+    encoder: str,
     on_bad_input: str,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """WikiText articles and OpenWebText documents, tokenised once with the encoder's
     tokenizer, keeping those of at least ``min_doc_tokens`` tokens."""
     _check_choices(params["inputs"], DOCUMENT_INPUTS, "long_documents.inputs")
     report = StepReport("long_documents")
-    tokenizer = load_tokenizer(params["encoder"])
+    tokenizer = load_tokenizer(encoder)
     frames = []
     if "wikitext" in params["inputs"]:
         for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
@@ -107,7 +108,7 @@ def build_long_documents(
     kept = docs.keep_long_documents(documents, params["min_doc_tokens"], report)
     report.rows_out = len(kept)
     report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
-    report.extra["encoder"] = params["encoder"]
+    report.extra["encoder"] = encoder
     report.log(logger)
     return kept, {report.step: report.to_dict()}
 

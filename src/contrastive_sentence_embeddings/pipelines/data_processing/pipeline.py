@@ -24,7 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.build_long_documents,
-                ["raw_longdocs", "raw_openwebtext", "params:data_processing.long_documents", BAD_INPUT],
+                ["raw_longdocs", "raw_openwebtext", "params:data_processing.long_documents", "params:encoder", BAD_INPUT],
                 ["long_documents", "report_long_documents"],
                 name="build_long_documents",
             ),

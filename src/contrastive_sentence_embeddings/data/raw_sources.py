@@ -198,9 +198,7 @@ def _fetch_nli(dest: Path, options: dict[str, Any]) -> None:
     )
     for name, repo in repos.items():
         for split, rows in load_dataset(repo).items():
-            frame = pd.DataFrame(
-                {c: rows[c] for c in ("premise", "hypothesis", "label")}
-            )
+            frame = rows.to_pandas()[["premise", "hypothesis", "label"]]
             (dest / name).mkdir(parents=True, exist_ok=True)
             frame.to_parquet(dest / name / f"{split}.parquet", index=False)
 

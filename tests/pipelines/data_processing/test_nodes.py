@@ -45,6 +45,14 @@ def test_only_the_chosen_sentence_inputs_are_used(raw_inputs):
         nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], {**params, "inputs": ["books"]}, "skip")
 
 
+def test_no_text_input_at_all_is_a_clear_error(write_file, partitions):
+    only_license = partitions({"LICENSE": write_file("wiki/LICENSE", "CC")})
+    with pytest.raises(FileNotFoundError, match=r"no \.txt input files for wiki_sentences"):
+        nodes.collect_sentence_candidates(only_license, partitions({}), SENTENCE_PARAMS, "skip")
+    with pytest.raises(FileNotFoundError, match=r"no \.txt input files for long_documents"):
+        nodes.build_long_documents(partitions({}), only_license, {"inputs": ["openwebtext"], "min_doc_tokens": 1}, DEFAULT_ENCODER, "skip")
+
+
 def test_sample_sentences_filters_then_samples(raw_inputs):
     candidates, _ = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
     sample, report = nodes.sample_sentences(candidates, SENTENCE_PARAMS)

@@ -34,6 +34,15 @@ def _text_files(partitions: Partitions, what: str) -> dict[str, RawFile]:
     return chosen
 
 
+def _concat_inputs(frames: list[pd.DataFrame], what: str) -> pd.DataFrame:
+    if not frames:
+        raise FileNotFoundError(
+            f"no .txt input files for {what} in data/01_raw: run `kedro run --pipeline=raw_data` "
+            "or check the raw_data mirror"
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
 def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) -> None:
     unknown = set(chosen) - set(allowed)
     if unknown or not chosen:
@@ -56,7 +65,7 @@ def collect_sentence_candidates(
         for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
             articles = wikipedia.parse_wikitext(raw, report, on_bad_input)
             frames.append(wikipedia.wikitext_sentence_candidates(articles, raw.label, nlp))
-    candidates = pd.concat(frames, ignore_index=True)
+    candidates = _concat_inputs(frames, f"wiki_sentences.inputs {params['inputs']}")
     report.rows_out = len(candidates)
     report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"
     report.log(logger)
@@ -99,7 +108,7 @@ def build_long_documents(
     if "openwebtext" in params["inputs"]:
         for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items():
             frames.append(docs.line_documents(raw, pid, report, on_bad_input))
-    documents = pd.concat(frames, ignore_index=True)
+    documents = _concat_inputs(frames, f"long_documents.inputs {params['inputs']}")
     report.rows_in = len(documents) + report.rows_dropped
     documents["input_ids"] = docs.tokenize_documents(
         documents["text"].tolist(), tokenizer, params.get("tokenize_batch_size", 64)

@@ -35,3 +35,20 @@ def test_an_unknown_bad_input_policy_is_rejected(write_file):
     raw = write_file("bad.txt", b"\xff\n")
     with pytest.raises(ValueError, match="on_bad_input"):
         list(raw.iter_lines(StepReport("t"), on_bad_input="ignore"))
+
+
+def test_numbered_lines_and_absorbed_counts_keep_the_example_limit(write_file):
+    from contrastive_sentence_embeddings.data.report import MAX_EXAMPLES_PER_REASON
+
+    raw = write_file("many.txt", b"ok\n" + b"\xff\n" * 8 + b"last\n")
+    report = StepReport("t")
+    lines, n_lines = raw.read_numbered_lines(report)
+    assert lines == {1: "ok", 10: "last"} and n_lines == 10
+    assert report.rows_in == 0  # rows are the caller's to count
+    assert report.dropped == {"not utf-8 (byte 0)": 8}
+    assert len(report.examples["not utf-8 (byte 0)"]) == MAX_EXAMPLES_PER_REASON
+
+    target = StepReport("documents")
+    target.absorb(report, prefix="line ", keep=lambda reason: reason.startswith("not "))
+    assert target.dropped == {"line not utf-8 (byte 0)": 8}
+    assert target.examples["line not utf-8 (byte 0)"] == report.examples["not utf-8 (byte 0)"]

@@ -104,27 +104,19 @@ def read_nli_senteval(
     """(premise, hypothesis, label) from SentEval's line-aligned ``s1.<split>``,
     ``s2.<split>`` and ``labels.<split>``. Files of different lengths cannot be
     aligned and always raise, naming the files; a bad line drops its pair."""
-    columns = []
-    for raw in (premises, hypotheses, labels):
-        decoded: dict[int, str] = {}
-        scratch = StepReport(report.step)
-        for number, line in raw.iter_lines(scratch, on_bad_input):
-            decoded[number] = line
-        report.dropped.update(scratch.dropped)
-        for reason, where in scratch.examples.items():
-            report.examples.setdefault(reason, []).extend(where)
-        columns.append((raw, decoded, scratch.rows_in))
-    lengths = {raw.path.name: n for raw, _, n in columns}
+    files = (premises, hypotheses, labels)
+    columns = [raw.read_numbered_lines(report, on_bad_input) for raw in files]
+    lengths = {raw.path.name: n for raw, (_, n) in zip(files, columns)}
     if len(set(lengths.values())) != 1:
         raise BadInputError(
             f"NLI files of split '{split}' in {premises.path.parent} are not aligned: "
             + ", ".join(f"{name} has {n} lines" for name, n in lengths.items())
         )
-    report.rows_in += next(iter(lengths.values()))
+    report.rows_in += columns[0][1]
     rows = []
-    for number in range(1, next(iter(lengths.values())) + 1):
+    for number in range(1, columns[0][1] + 1):
         where = f"{labels.label}:{number}"
-        values = [decoded.get(number) for _, decoded, _ in columns]
+        values = [decoded.get(number) for decoded, _ in columns]
         if any(v is None for v in values):
             continue  # undecodable in one of the files: already counted
         premise, hypothesis, label = normalize_text(values[0]), normalize_text(values[1]), values[2].strip()

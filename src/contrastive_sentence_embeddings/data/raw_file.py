@@ -70,3 +70,15 @@ class RawFile:
                 if number == 1 and text.startswith(UTF8_BOM):
                     text = text[1:]
                 yield number, text.rstrip("\r\n")
+
+    def read_numbered_lines(
+        self, report: StepReport, on_bad_input: str = "skip"
+    ) -> tuple[dict[int, str], int]:
+        """All decodable lines by line number, and the number of lines in the file, for
+        files that must be aligned line by line with another. Undecodable lines are
+        counted in ``report``; ``report.rows_in`` is left to the caller, who knows what
+        a row is."""
+        scratch = StepReport(report.step)
+        lines = dict(self.iter_lines(scratch, on_bad_input))
+        report.absorb(scratch)
+        return lines, scratch.rows_in

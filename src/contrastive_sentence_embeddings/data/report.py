@@ -47,6 +47,16 @@ class StepReport:
             if len(kept) < MAX_EXAMPLES_PER_REASON:
                 kept.append(where)
 
+    def absorb(self, other: "StepReport", prefix: str = "", keep=lambda reason: True) -> None:
+        """Add ``other``'s drop counts and examples (reasons for which ``keep`` is true,
+        renamed ``prefix + reason``), respecting the per-reason example limit."""
+        for reason, count in other.dropped.items():
+            if keep(reason):
+                examples = other.examples.get(reason, [])
+                self.drop(prefix + reason, count - len(examples))
+                for where in examples:
+                    self.drop(prefix + reason, where=where)
+
     @property
     def rows_dropped(self) -> int:
         return sum(self.dropped.values())

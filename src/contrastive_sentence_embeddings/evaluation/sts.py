@@ -48,25 +48,23 @@ def read_sts_subset(
     """Pairs of ``STS.input.<subset>.txt`` with a score on the same line of
     ``STS.gs.<subset>.txt``; unscored pairs are dropped and counted. Files of
     different lengths cannot be aligned and raise, naming both."""
-    input_lines, gold_lines = _count_lines(inputs), _count_lines(gold)
+    pairs, input_lines = inputs.read_numbered_lines(report, on_bad_input)
+    score_by_line, gold_lines = gold.read_numbered_lines(report, on_bad_input)
     if input_lines != gold_lines:
         raise BadInputError(
             f"{inputs.label} has {input_lines} lines but {gold.label} has {gold_lines}: "
             "the pairs and gold scores are not aligned"
         )
-    pairs = list(inputs.iter_lines(report, on_bad_input))
-    scores = list(gold.iter_lines(StepReport(report.step), on_bad_input))
-    score_by_line = dict(scores)
+    report.rows_in += input_lines
     sentence1, sentence2, values = [], [], []
-    for number, line in pairs:
+    for number, line in pairs.items():
         where = f"{inputs.label}:{number}"
         fields = line.split("\t")
         if len(fields) != 2:
             handle_bad_input(report, f"expected 2 tab-separated sentences, found {len(fields)} fields", where, on_bad_input)
             continue
         if number not in score_by_line:
-            handle_bad_input(report, "gold score line is not utf-8", f"{gold.label}:{number}", on_bad_input)
-            continue
+            continue  # its gold line is undecodable: already counted
         score_text = score_by_line[number].strip()
         if not score_text:
             report.drop("unscored pair", where=f"{gold.label}:{number}")
@@ -81,11 +79,6 @@ def read_sts_subset(
         values.append(score)
     report.rows_out += len(values)
     return StsSubset(task, subset, sentence1, sentence2, np.asarray(values, dtype=float))
-
-
-def _count_lines(raw: RawFile) -> int:
-    with raw.path.open("rb") as handle:
-        return sum(1 for _ in handle)
 
 
 def read_sts_years(

@@ -103,7 +103,8 @@ def build_long_documents(
         for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
             scratch = StepReport("wikitext lines")  # line counts are not document counts
             articles = wikipedia.parse_wikitext(raw, scratch, on_bad_input)
-            _carry_bad_lines(scratch, report)
+            # only undecodable lines concern documents; headings and blanks do not
+            report.absorb(scratch, prefix="line ", keep=lambda reason: reason.startswith("not "))
             frames.append(docs.wikitext_documents(articles, pid, tokenizer.unk_token))
     if "openwebtext" in params["inputs"]:
         for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items():
@@ -120,14 +121,6 @@ def build_long_documents(
     report.extra["encoder"] = encoder
     report.log(logger)
     return kept, {report.step: report.to_dict()}
-
-
-def _carry_bad_lines(source: StepReport, target: StepReport) -> None:
-    """Move bad-line counts (undecodable bytes) from a line-level report to a document-level one."""
-    for reason, count in source.dropped.items():
-        if reason.startswith("not "):
-            target.drop(f"line {reason}", count)
-            target.examples.setdefault(f"line {reason}", []).extend(source.examples.get(reason, []))
 
 
 def sample_declutr_spans(

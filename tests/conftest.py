@@ -66,3 +66,23 @@ def tokenizer():
     from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
 
     return load_tokenizer(DEFAULT_ENCODER)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tokenizer):
+    """A randomly initialised 2-layer BERT with the default encoder's tokenizer: fast
+    enough to train and encode in unit tests."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    return BertModel(config)
+
+
+@pytest.fixture(scope="session")
+def sts_partitions(mirror_dir):
+    """The real STS files as the ``raw_sts`` partitions a pipeline node receives."""
+    folder = mirror_dir / "sts"
+    return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()}

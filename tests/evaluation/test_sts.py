@@ -53,3 +53,97 @@ def test_real_sts12_to_16_keep_exactly_the_scored_pairs(mirror_dir):
             assert len(subset.sentence1) == len(subset.sentence2) == len(subset.scores)
             assert ((subset.scores >= 0) & (subset.scores <= 5)).all()
     assert report.dropped.get("unscored pair", 0) > 0  # STS16's gold files have empty lines
+
+
+SICK_HEADER_LINE = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+
+
+def test_sick_reader_skips_the_header_and_counts_bad_rows(write_file):
+    raw = write_file(
+        "SICK_test_annotated.txt",
+        SICK_HEADER_LINE + "1\tA man\tA person\t4.5\tENTAILMENT\n2\tonly\tthree\n3\tx\ty\tnan?\tNEUTRAL\n\n",
+    )
+    report = StepReport("sick")
+    subset = sts.read_sick(raw, "test", report)
+    assert (subset.sentence1, subset.sentence2, subset.scores.tolist()) == (["A man"], ["A person"], [4.5])
+    assert report.rows_in == 4 and report.rows_out == 1
+    assert report.dropped == {"expected 5 tab-separated columns, found 3": 1,
+                              "relatedness score is not a number": 1, "empty line": 1}
+    assert report.examples["relatedness score is not a number"] == [f"{raw.label}:4"]
+    with pytest.raises(BadInputError, match=r"SICK_test_annotated\.txt:3"):
+        sts.read_sick(raw, "test", StepReport("sick"), on_bad_input="error")
+
+
+def test_a_file_without_the_sick_header_is_rejected(write_file):
+    raw = write_file("SICK_trial.txt", "1\tA man\tA person\t4.5\tENTAILMENT\n")
+    with pytest.raises(BadInputError, match=r"SICK_trial\.txt:1: expected the SICK header"):
+        sts.read_sick(raw, "trial", StepReport("sick"))
+
+
+def test_score_sts_all_wmean_and_per_subset():
+    vectors = {"a": np.array([1.0, 0]), "b": np.array([1.0, 0.1]), "c": np.array([0.0, 1]),
+               "d": np.array([1.0, 1]), "e": np.array([-1.0, 0.2])}
+    first = sts.StsSubset("STS12", "one", ["a", "a", "a"], ["b", "d", "c"], np.array([5.0, 3, 1]))
+    second = sts.StsSubset("STS12", "two", ["c", "c"], ["d", "e"], np.array([1.0, 4]))
+    metrics = sts.score_sts({"sts12": [first, second]}, vectors)
+    # subset one ranks perfectly (cos 0.995 > 0.707 > 0); subset two is reversed (0.707 > 0.196)
+    assert metrics["sts12/one"] == pytest.approx(100.0)
+    assert metrics["sts12/two"] == pytest.approx(-100.0)
+    assert metrics["sts12_wmean"] == pytest.approx((3 * 100 - 2 * 100) / 5)
+    predicted = [sts.cosine_scores(np.stack([vectors[s] for s in x.sentence1]),
+                                   np.stack([vectors[s] for s in x.sentence2])) for x in (first, second)]
+    assert metrics["sts12"] == pytest.approx(sts.aggregate_all(predicted, [first.scores, second.scores]))
+    assert "sts_avg" not in metrics  # only defined over the 7 tasks
+
+
+def test_real_benchmark_sizes(sts_partitions):
+    report = StepReport("sts")
+    suite = sts.read_sts_benchmark(sts_partitions, report)
+    sizes = {task: sum(len(s) for s in subsets) for task, subsets in suite.items()}
+    # the dataset README's scored-pair counts, and SentEval's 4,927 SICK-R test pairs
+    assert sizes == {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186,
+                     "stsb": 1379, "sickr": 4927}
+    assert set(report.dropped) == {"unscored pair"}
+    dev = sts.read_dev_sets(sts_partitions, StepReport("dev"))
+    assert [len(dev["stsb_dev"][0]), len(dev["sickr_dev"][0])] == [1500, 500]
+
+
+def test_missing_benchmark_file_names_it(sts_partitions):
+    partial = {pid: load for pid, load in sts_partitions.items() if not pid.startswith("SICK/")}
+    with pytest.raises(FileNotFoundError, match="SICK-R test: expected the raw STS file SICK/SICK_test_annotated.txt"):
+        sts.read_sts_benchmark(partial, StepReport("sts"))
+
+
+def test_stsb_test_spearman_equals_sentence_transformers(sts_partitions):
+    """The protocol's number for the default encoder is the one sentence-transformers'
+    own evaluator gives on the same pairs and pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
+    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+
+    suite = {"stsb": sts.read_sts_benchmark(sts_partitions, StepReport("sts"))["stsb"]}
+    ours = sts.evaluate_sts(suite, SentenceEncoder.load(DEFAULT_ENCODER, "mean", device="cpu").encode)["stsb"]
+    subset = suite["stsb"][0]
+    evaluator = EmbeddingSimilarityEvaluator(subset.sentence1, subset.sentence2, subset.scores.tolist(), name="stsb")
+    model = SentenceTransformer(resolve_encoder(DEFAULT_ENCODER), device="cpu")
+    theirs = evaluator(model)[evaluator.primary_metric] * 100
+    assert ours == pytest.approx(theirs, abs=1e-4)
+    assert ours > 75  # and it is a real score, not a degenerate one
+
+
+def test_dev_scorer_on_real_dev_sets(sts_partitions):
+    scorer = sts.DevScorer(sts_partitions)
+    calls = []
+
+    def encode(sentences):
+        calls.append(len(sentences))
+        rng = np.random.default_rng(0)
+        return rng.normal(size=(len(sentences), 8))
+
+    scores = scorer(encode)
+    assert set(scores) == {"stsb_dev", "sickr_dev", "dev_avg"}
+    assert len(calls) == 1 and calls[0] == len(set(scorer.sentences))  # each sentence encoded once
+    assert abs(scores["stsb_dev"]) < 10  # random embeddings: no correlation
+    assert scores["dev_avg"] == pytest.approx((scores["stsb_dev"] + scores["sickr_dev"]) / 2)

@@ -115,3 +115,170 @@ def aggregate_wmean(predicted: Sequence[np.ndarray], gold: Sequence[np.ndarray])
     sizes = np.array([len(g) for g in gold], dtype=float)
     values = np.array([spearman_x100(p, g) for p, g in zip(predicted, gold)])
     return float((values * sizes).sum() / sizes.sum())
+
+
+# --- STS-B and SICK-R -----------------------------------------------------------------
+STSB_FILES = {"train": "STSBenchmark/sts-train.csv", "dev": "STSBenchmark/sts-dev.csv",
+              "test": "STSBenchmark/sts-test.csv"}
+SICK_FILES = {"train": "SICK/SICK_train.txt", "trial": "SICK/SICK_trial.txt",
+              "test": "SICK/SICK_test_annotated.txt"}
+SICK_HEADER = ["pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment"]
+
+
+def _partition(raw_sts: Mapping[str, Callable[[], RawFile]], pid: str, what: str) -> RawFile:
+    if pid not in raw_sts:
+        raise FileNotFoundError(f"{what}: expected the raw STS file {pid} in data/01_raw/sts (run the raw_data pipeline)")
+    return raw_sts[pid]()
+
+
+def read_stsb_split(raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip") -> StsSubset:
+    """One STS-B split (SentEval's 7-column file) as scored pairs."""
+    from contrastive_sentence_embeddings.data.pairs import read_stsb
+
+    before = report.rows_in
+    rows = read_stsb(raw, split, report, on_bad_input)
+    report.rows_out += len(rows)
+    if report.rows_in == before:
+        raise BadInputError(f"{raw.label}: empty STS-B file")
+    return StsSubset("STSB", split, rows["sentence1"].tolist(), rows["sentence2"].tolist(),
+                     rows["score"].to_numpy(dtype=float))
+
+
+def read_sick(raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip") -> StsSubset:
+    """One SICK split (header row, then ``pair_ID, sentence_A, sentence_B,
+    relatedness_score, entailment_judgment``) as scored pairs; SICK-R is the
+    relatedness score of the test split."""
+    sentence1, sentence2, values = [], [], []
+    header_seen = False
+    for number, line in raw.iter_lines(report, on_bad_input):
+        where = f"{raw.label}:{number}"
+        fields = line.split("\t")
+        if not header_seen:
+            if fields[: len(SICK_HEADER)] != SICK_HEADER:
+                raise BadInputError(f"{where}: expected the SICK header {' '.join(SICK_HEADER)}")
+            header_seen = True
+            report.rows_in -= 1  # the header is not a row
+            continue
+        if not line.strip():
+            report.drop("empty line", where=where)
+            continue
+        if len(fields) != len(SICK_HEADER):
+            handle_bad_input(report, f"expected {len(SICK_HEADER)} tab-separated columns, found {len(fields)}",
+                             where, on_bad_input)
+            continue
+        try:
+            score = float(fields[3])
+        except ValueError:
+            handle_bad_input(report, "relatedness score is not a number", where, on_bad_input)
+            continue
+        if not fields[1].strip() or not fields[2].strip():
+            handle_bad_input(report, "blank sentence", where, on_bad_input)
+            continue
+        sentence1.append(fields[1].strip())
+        sentence2.append(fields[2].strip())
+        values.append(score)
+    if not header_seen:
+        raise BadInputError(f"{raw.label}: empty SICK file")
+    report.rows_out += len(values)
+    return StsSubset("SICKR", split, sentence1, sentence2, np.asarray(values, dtype=float))
+
+
+# --- the 7-task benchmark ---------------------------------------------------------------
+STS_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+
+
+def read_sts_benchmark(
+    raw_sts: Mapping[str, Callable[[], RawFile]], report: StepReport, on_bad_input: str = "skip"
+) -> dict[str, list[StsSubset]]:
+    """The 7 STS test sets by metric key (``sts12`` .. ``sts16``, ``stsb``, ``sickr``)."""
+    years = read_sts_years(raw_sts, report, on_bad_input)
+    missing = [year for year in STS_YEARS if year not in years]
+    if missing:
+        raise FileNotFoundError(f"data/01_raw/sts has no STS.input files for {', '.join(missing)}")
+    suite = {year.lower(): years[year] for year in STS_YEARS}
+    suite["stsb"] = [read_stsb_split(_partition(raw_sts, STSB_FILES["test"], "STS-B test"), "test", report,
+                                     on_bad_input)]
+    suite["sickr"] = [read_sick(_partition(raw_sts, SICK_FILES["test"], "SICK-R test"), "test", report,
+                                on_bad_input)]
+    return suite
+
+
+def read_dev_sets(
+    raw_sts: Mapping[str, Callable[[], RawFile]], report: StepReport, on_bad_input: str = "skip"
+) -> dict[str, list[StsSubset]]:
+    """The model-selection sets: STS-B dev and SICK-R trial."""
+    return {
+        "stsb_dev": [read_stsb_split(_partition(raw_sts, STSB_FILES["dev"], "STS-B dev"), "dev", report,
+                                     on_bad_input)],
+        "sickr_dev": [read_sick(_partition(raw_sts, SICK_FILES["trial"], "SICK-R trial"), "trial", report,
+                                on_bad_input)],
+    }
+
+
+def distinct_sentences(suite: Mapping[str, Sequence[StsSubset]]) -> list[str]:
+    """Every sentence of the suite once, in first-seen order (each is encoded once)."""
+    seen: dict[str, None] = {}
+    for subsets in suite.values():
+        for subset in subsets:
+            seen.update(dict.fromkeys(subset.sentence1))
+            seen.update(dict.fromkeys(subset.sentence2))
+    return list(seen)
+
+
+def cosine_scores(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity (float64, so ranks do not depend on float noise)."""
+    left = np.asarray(left, dtype=np.float64)
+    right = np.asarray(right, dtype=np.float64)
+    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
+    return (left * right).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+def score_sts(
+    suite: Mapping[str, Sequence[StsSubset]], embedding_of: Mapping[str, np.ndarray]
+) -> dict[str, float]:
+    """Spearman x 100 of every task in the suite, from precomputed embeddings.
+
+    Keys: ``<task>`` ("all" setting), ``<task>_wmean``, ``<task>/<subset>`` per
+    subset, ``sts_avg`` and ``sts_avg_wmean`` (mean over the tasks present) when the
+    suite is the 7-task benchmark.
+    """
+    metrics: dict[str, float] = {}
+    for task, subsets in suite.items():
+        predicted, gold = [], []
+        for subset in subsets:
+            left = np.stack([embedding_of[s] for s in subset.sentence1])
+            right = np.stack([embedding_of[s] for s in subset.sentence2])
+            predicted.append(cosine_scores(left, right))
+            gold.append(subset.scores)
+            if len(subsets) > 1:
+                metrics[f"{task}/{subset.subset}"] = spearman_x100(predicted[-1], gold[-1])
+        metrics[task] = aggregate_all(predicted, gold)
+        metrics[f"{task}_wmean"] = aggregate_wmean(predicted, gold)
+    if all(task in suite for task in STS_TASKS):
+        metrics["sts_avg"] = float(np.mean([metrics[task] for task in STS_TASKS]))
+        metrics["sts_avg_wmean"] = float(np.mean([metrics[f"{task}_wmean"] for task in STS_TASKS]))
+    return metrics
+
+
+def evaluate_sts(suite: Mapping[str, Sequence[StsSubset]], encode: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+    """Encode the suite's distinct sentences once with ``encode`` and score it."""
+    sentences = distinct_sentences(suite)
+    embeddings = encode(sentences)
+    return score_sts(suite, dict(zip(sentences, embeddings)))
+
+
+class DevScorer:
+    """Fast model-selection scores for the trainer: STS-B dev and SICK-R trial
+    Spearman x 100, and their mean (``dev_avg``), read once and scored on call."""
+
+    def __init__(self, raw_sts: Mapping[str, Callable[[], RawFile]], on_bad_input: str = "skip"):
+        self.report = StepReport("dev_sets")
+        self.suite = read_dev_sets(raw_sts, self.report, on_bad_input)
+        self.sentences = distinct_sentences(self.suite)
+
+    def __call__(self, encode: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        embeddings = encode(self.sentences)
+        scores = score_sts(self.suite, dict(zip(self.sentences, embeddings)))
+        result = {task: scores[task] for task in self.suite}
+        result["dev_avg"] = float(np.mean(list(result.values())))
+        return result

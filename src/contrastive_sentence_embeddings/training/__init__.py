@@ -1,0 +1,1 @@
+"""Training building blocks: contrastive losses and dropout control."""

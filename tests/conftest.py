@@ -86,3 +86,47 @@ def sts_partitions(mirror_dir):
     """The real STS files as the ``raw_sts`` partitions a pipeline node receives."""
     folder = mirror_dir / "sts"
     return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory, tiny_bert, tokenizer):
+    """The tiny BERT saved as a model directory, the way users point at an encoder."""
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    tiny_bert.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+class ScratchProject:
+    """A copy of the project's configuration in a scratch folder (the package itself
+    is installed), chdir-ed into, reading the mirror. ``run`` goes through
+    ``KedroSession`` like ``kedro run``."""
+
+    def __init__(self, root: Path, mirror: Path, parameters: dict | None = None):
+        import shutil
+
+        import yaml
+        from kedro.framework.startup import bootstrap_project
+
+        from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
+
+        self.root = root
+        shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
+        shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
+        (root / "conf" / "local").mkdir()
+        if parameters:  # conf/local overrides conf/base, as on a user's machine
+            (root / "conf" / "local" / "parameters.yml").write_text(yaml.safe_dump(parameters))
+        (root / "src").mkdir()
+        self.patch = pytest.MonkeyPatch()
+        self.patch.chdir(root)
+        self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
+        bootstrap_project(root)
+
+    def run(self, pipelines: list[str], **kwargs):
+        from kedro.framework.session import KedroSession
+
+        with KedroSession.create(project_path=self.root) as session:
+            return session.run(pipeline_names=pipelines, **kwargs)
+
+    def close(self) -> None:
+        self.patch.undo()

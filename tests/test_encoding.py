@@ -66,8 +66,8 @@ def test_encoding_restores_train_mode_and_needs_no_grad(tiny_bert, tokenizer):
 
 def test_no_truncation_below_the_model_maximum(tiny_bert, tokenizer, caplog):
     encoder = SentenceEncoder(tiny_bert, tokenizer, "mean", device=torch.device("cpu"))
-    assert encoder.max_length == max_sequence_length(tokenizer, tiny_bert.config) == 512
-    encoder.max_length = 128  # the tiny model has 128 positions
+    # the tokenizer allows 512 but the tiny model has only 128 positions
+    assert encoder.max_length == max_sequence_length(tokenizer, tiny_bert.config) == 128
     long_sentence = " ".join(["word"] * 300)
     ids = encoder.tokenize(["short", " ".join(["word"] * 100), long_sentence])
     assert [len(i) for i in ids] == [3, 102, 128]

@@ -60,3 +60,18 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "encoding": self._encoding}
+
+
+from kedro_datasets.partitions import PartitionedDataset  # noqa: E402
+
+
+class MetricsFolderDataset(PartitionedDataset):
+    """A folder of per-model metrics files (a ``PartitionedDataset``) that may be empty:
+    the leaderboard is built from whatever has been evaluated so far, so "no file yet"
+    loads as ``{}`` instead of Kedro's "No partitions found" error."""
+
+    def load(self):
+        self._invalidate_caches()
+        if not self._list_partitions():
+            return {}
+        return super().load()

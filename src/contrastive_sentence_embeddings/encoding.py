@@ -68,12 +68,17 @@ def inference_mode(model: torch.nn.Module) -> Iterator[None]:
 
 
 def max_sequence_length(tokenizer, config) -> int:
-    """The longest input the model accepts: the tokenizer's ``model_max_length`` when
-    it is set, else the position embeddings' size."""
-    limit = getattr(tokenizer, "model_max_length", None)
-    if limit is not None and limit < _UNSET_MAX_LENGTH:
-        return int(limit)
-    return int(getattr(config, "max_position_embeddings", 512))
+    """The longest input the model accepts: the smaller of the tokenizer's
+    ``model_max_length`` (when set) and the position embeddings' size (RoBERTa's 514
+    includes its padding offset, so its tokenizer's 512 is the one that counts)."""
+    limits = [int(getattr(config, "max_position_embeddings", 0) or 0)]
+    declared = getattr(tokenizer, "model_max_length", None)
+    if declared is not None and declared < _UNSET_MAX_LENGTH:
+        limits.append(int(declared))
+    limits = [limit for limit in limits if limit > 0]
+    if not limits:
+        raise ValueError("neither the tokenizer nor the model config states a maximum sequence length")
+    return min(limits)
 
 
 def read_model_metadata(path: str | Path) -> dict:

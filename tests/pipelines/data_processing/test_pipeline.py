@@ -7,18 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 import yaml
-from kedro.framework.session import KedroSession
-from kedro.framework.startup import bootstrap_project
 
-from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR, RAW_SOURCES
-from tests.conftest import PROJECT_ROOT
+from contrastive_sentence_embeddings.data.raw_sources import RAW_SOURCES
+from tests.conftest import ScratchProject
 
 pytestmark = pytest.mark.integration
 
@@ -26,20 +23,11 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir):
     """A copy of the project's configuration in a scratch folder, run once."""
-    root = tmp_path_factory.mktemp("project")
-    shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
-    shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
-    (root / "conf" / "local").mkdir()
-    (root / "src").mkdir()  # bootstrap wants it; the package itself is installed
-    patch = pytest.MonkeyPatch()
-    patch.chdir(root)
-    patch.setenv(MIRROR_ENV_VAR, str(mirror_dir))
-    bootstrap_project(root)
-    with KedroSession.create(project_path=root) as session:
-        session.run(pipeline_names=["raw_data", "data_processing"])
-    params = yaml.safe_load((root / "conf/base/parameters_data_processing.yml").read_text())["data_processing"]
-    yield root, params
-    patch.undo()
+    scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir)
+    scratch.run(["raw_data", "data_processing"])
+    params = yaml.safe_load((scratch.root / "conf/base/parameters_data_processing.yml").read_text())["data_processing"]
+    yield scratch.root, params
+    scratch.close()
 
 
 def sha256(path):

@@ -1,0 +1,247 @@
+"""Evaluating saved encoders: STS, transfer tasks and alignment/uniformity in one go.
+
+The data are read once into an :class:`EvaluationData`; each model is then encoded
+once per sentence, for all the pooling methods asked of it (the baseline scores five
+poolings from one encoding). Transfer-task embeddings go through an on-disk cache
+keyed by the model's weights, so re-running the leaderboard is cheap.
+
+The per-model result is a flat dict (a DVC metric): a ``model`` block naming the
+method, base encoder, pooling and seed, then ``sts12`` .. ``sickr``, ``sts_avg``,
+the ``_wmean`` variants and per-subset values (``sts12/MSRpar``), the transfer
+accuracies (``MR`` .. ``MRPC``, ``MRPC_f1``, ``transfer_avg``), ``alignment`` and
+``uniformity``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.encoders import resolve_encoder
+from contrastive_sentence_embeddings.encoding import SentenceEncoder, read_model_metadata
+from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
+from contrastive_sentence_embeddings.evaluation.sts import (
+    STSB_FILES,
+    StsSubset,
+    distinct_sentences,
+    read_sts_benchmark,
+    read_stsb_split,
+    score_sts,
+)
+from contrastive_sentence_embeddings.evaluation.transfer import (
+    TRANSFER_TASKS,
+    EmbeddingCache,
+    TransferTask,
+    evaluate_transfer,
+    read_transfer_tasks,
+)
+
+logger = logging.getLogger(__name__)
+Partitions = Mapping[str, Callable[[], RawFile]]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One leaderboard row to produce: which encoder, pooled how, and its identity."""
+
+    name: str
+    path: str
+    pooling: str
+    method: str = "baseline"
+    base_encoder: str = ""
+    seed: int | None = None
+
+    def identity(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class EvaluationSettings:
+    """What to score and how. ``sts``, ``transfer`` and ``alignment`` switch the three
+    parts on and off; ``cache_dir`` holds transfer embeddings (None: no cache)."""
+
+    sts: bool = True
+    transfer: bool = False
+    alignment: bool = True
+    transfer_tasks: Sequence[str] = TRANSFER_TASKS
+    transfer_seed: int = 1111
+    k_folds: int = 10
+    alignment_split: str = "test"
+    alignment_min_score: float = 4.0
+    batch_size: int = 128
+    device: str | None = None
+    cache_dir: str | None = "data/07_model_output/embedding_cache"
+    on_bad_input: str = "skip"
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> "EvaluationSettings":
+        known = {key: value for key, value in params.items() if key in cls.__dataclass_fields__}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ValueError(f"unknown evaluation parameter(s): {', '.join(unknown)}")
+        return cls(**known)
+
+
+@dataclass
+class EvaluationData:
+    """The evaluation data sets, read once and shared by every model."""
+
+    sts: dict[str, list[StsSubset]] | None = None
+    transfer: dict[str, TransferTask] | None = None
+    geometry: StsSubset | None = None
+    report: StepReport = field(default_factory=lambda: StepReport("evaluation_data"))
+
+    @classmethod
+    def read(cls, raw_sts: Partitions, raw_transfer: Partitions, settings: EvaluationSettings) -> "EvaluationData":
+        data = cls()
+        if settings.sts:
+            data.sts = read_sts_benchmark(raw_sts, data.report, settings.on_bad_input)
+        if settings.alignment:
+            pid = STSB_FILES[settings.alignment_split]
+            if pid not in raw_sts:
+                raise FileNotFoundError(f"alignment/uniformity: expected the raw STS file {pid} in data/01_raw/sts")
+            data.geometry = read_stsb_split(raw_sts[pid](), settings.alignment_split, data.report,
+                                            settings.on_bad_input)
+        if settings.transfer:
+            data.transfer = read_transfer_tasks(raw_transfer, data.report, tuple(settings.transfer_tasks),
+                                                on_bad_input=settings.on_bad_input)
+        data.report.log(logger)
+        return data
+
+    def sentence_level_sentences(self) -> list[str]:
+        """Sentences of STS and of the alignment/uniformity split, each once."""
+        suite = dict(self.sts or {})
+        if self.geometry is not None:
+            suite["_geometry"] = [self.geometry]
+        return distinct_sentences(suite)
+
+
+def model_fingerprint(path: str) -> str:
+    """A key that changes when the weights change: for a local directory the names,
+    sizes and modification times of its files; for a Hub id the id itself."""
+    source = Path(resolve_encoder(path))
+    if not source.is_dir():
+        return path
+    digest = hashlib.sha256(str(source.resolve()).encode())
+    for file in sorted(source.rglob("*")):
+        if file.is_file():
+            stat = file.stat()
+            digest.update(f"{file.relative_to(source)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def flatten_transfer(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """``{"MR": acc, ..., "MRPC": acc, "MRPC_f1": f1, "transfer_avg": mean acc}``."""
+    flat = {task: float(scores["acc"]) for task, scores in results.items()}
+    if "MRPC" in results and "f1" in results["MRPC"]:
+        flat["MRPC_f1"] = float(results["MRPC"]["f1"])
+    if all(task in results for task in TRANSFER_TASKS):
+        flat["transfer_avg"] = float(np.mean([results[task]["acc"] for task in TRANSFER_TASKS]))
+    return flat
+
+
+def _transfer_scores(
+    encoder: SentenceEncoder, poolings: Sequence[str], tasks: Mapping[str, TransferTask],
+    settings: EvaluationSettings, fingerprint: str,
+) -> dict[str, dict[str, float]]:
+    """Transfer scores per pooling. Each task's sentences are encoded once for all
+    poolings; the cache (when on) stores one file per pooling."""
+    scores = {}
+    caches = {}
+    if settings.cache_dir:
+        caches = {
+            p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir, f"{fingerprint}:{p}")
+            for p in poolings
+        }
+    # Without a disk cache, the other poolings of a batch of sentences wait in memory
+    # until their own pass over the tasks asks for them.
+    memo: dict[tuple[str, int], np.ndarray] = {}
+
+    def encode_for(pooling: str) -> Callable[[list[str]], np.ndarray]:
+        def encode(sentences: list[str]) -> np.ndarray:
+            key = hash(tuple(sentences))
+            if caches and caches[pooling].path(sentences).is_file():
+                return caches[pooling](sentences)
+            if (pooling, key) in memo:
+                return memo.pop((pooling, key))
+            embedded = encoder.encode_poolings(sentences, poolings)
+            for other, values in embedded.items():
+                if caches:
+                    caches[other].store(sentences, values)
+                elif other != pooling:
+                    memo[(other, key)] = values
+            return embedded[pooling]
+
+        return encode
+
+    for pooling in poolings:
+        results = evaluate_transfer(tasks, encode_for(pooling), seed=settings.transfer_seed, k_folds=settings.k_folds)
+        scores[pooling] = flatten_transfer(results)
+    return scores
+
+
+def evaluate_encoder(
+    specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings
+) -> dict[str, dict]:
+    """Metrics for every spec of one encoder (all ``specs`` share ``path``)."""
+    paths = {spec.path for spec in specs}
+    if len(paths) != 1:
+        raise ValueError(f"evaluate_encoder takes specs of one encoder, got {sorted(paths)}")
+    started = time.perf_counter()
+    path = specs[0].path
+    encoder = SentenceEncoder.load(path, specs[0].pooling, settings.batch_size, settings.device)
+    poolings = list(dict.fromkeys(spec.pooling for spec in specs))
+    results: dict[str, dict] = {spec.pooling: {} for spec in specs}
+
+    sentences = data.sentence_level_sentences()
+    if sentences:
+        embedded = encoder.encode_poolings(sentences, poolings)
+        for pooling in poolings:
+            embedding_of = dict(zip(sentences, embedded[pooling]))
+            if data.sts:
+                results[pooling].update(score_sts(data.sts, embedding_of))
+            if data.geometry is not None:
+                results[pooling].update(alignment_uniformity(data.geometry, embedding_of,
+                                                             settings.alignment_min_score))
+    if data.transfer:
+        for pooling, flat in _transfer_scores(encoder, poolings, data.transfer, settings,
+                                              model_fingerprint(path)).items():
+            results[pooling].update(flat)
+
+    seconds = time.perf_counter() - started
+    metrics = {}
+    for spec in specs:
+        identity = spec.identity()
+        identity.update({k: v for k, v in read_model_metadata(resolve_encoder(path)).items()
+                         if k in ("method", "base_encoder", "seed") and not identity.get(k)})
+        metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1)}
+        logger.info("%s (%s, %s pooling): STS avg %s, transfer avg %s", spec.name, path, spec.pooling,
+                    _fmt(results[spec.pooling].get("sts_avg")), _fmt(results[spec.pooling].get("transfer_avg")))
+    return metrics
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def evaluate_models(specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings) -> dict[str, dict]:
+    """Metrics for every spec, loading each encoder once."""
+    names = [spec.name for spec in specs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"two models would write the same metrics file: {', '.join(duplicates)}")
+    by_path: dict[str, list[ModelSpec]] = {}
+    for spec in specs:
+        by_path.setdefault(spec.path, []).append(spec)
+    metrics = {}
+    for group in by_path.values():
+        metrics.update(evaluate_encoder(group, data, settings))
+    return metrics

@@ -1,0 +1,72 @@
+"""``baseline``, ``evaluation`` and the leaderboard end to end through Kedro, on the real
+evaluation data, with a tiny random encoder standing in for the default one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from contrastive_sentence_embeddings.encoding import METADATA_FILE
+from contrastive_sentence_embeddings.pooling import POOLING_METHODS
+from tests.conftest import ScratchProject
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
+    overrides = {
+        "encoder": str(tiny_bert_dir),
+        "evaluation_pipeline": {"models_dir": "data/06_models", "baseline_poolings": ["mean"],
+                                "overrides": {"transfer": True, "transfer_tasks": ["TREC", "MRPC"], "k_folds": 3}},
+    }
+    scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir, overrides)
+    scratch.run(["baseline"])
+    yield scratch
+    scratch.close()
+
+
+def read_metrics(root, folder="metrics"):
+    return {p.stem: json.loads(p.read_text()) for p in (root / "data/08_reporting" / folder).glob("*.json")}
+
+
+def test_baseline_scores_every_pooling(project):
+    metrics = read_metrics(project.root)
+    assert set(metrics) == {f"baseline-{pooling}" for pooling in POOLING_METHODS}
+    for name, result in metrics.items():
+        assert result["model"]["method"] == "baseline"
+        assert {"sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg", "sts_avg_wmean",
+                "alignment", "uniformity"} <= set(result), name
+        assert "MR" not in result  # transfer tasks are off for the baseline by default
+    assert metrics["baseline-mean"]["sts_avg"] == metrics["baseline-last_avg"]["sts_avg"]  # aliases
+    assert metrics["baseline-mean"]["sts_avg"] != metrics["baseline-cls"]["sts_avg"]
+
+
+def test_leaderboard_has_a_row_per_metrics_file(project):
+    table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv")
+    assert sorted(table["model"]) == sorted(read_metrics(project.root))
+    markdown = (project.root / "data/08_reporting/leaderboard.md").read_text()
+    assert "| baseline-first_last_avg | baseline |" in markdown
+    assert "Reported in the papers" in markdown and "Gao et al. 2021" in markdown
+    assert (project.root / "data/08_reporting/alignment_uniformity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluation_pipeline_scores_trained_models_with_transfer(project, tiny_bert_dir):
+    model_dir = project.root / "data/06_models/tiny-simcse"
+    shutil.copytree(tiny_bert_dir, model_dir)
+    (model_dir / METADATA_FILE).write_text(json.dumps(
+        {"name": "tiny-simcse", "method": "simcse", "base_encoder": "tiny", "pooling": "cls_before_pooler", "seed": 7}))
+    project.run(["evaluation"])
+    metrics = read_metrics(project.root, "metrics_full")
+    assert set(metrics) == {"tiny-simcse", "baseline-mean"}
+    assert metrics["tiny-simcse"]["model"]["seed"] == 7
+    for name in ("tiny-simcse", "baseline-mean"):
+        assert {"TREC", "MRPC", "MRPC_f1", "sts_avg"} <= set(metrics[name]), name
+    assert "TREC" not in read_metrics(project.root)["baseline-mean"]  # the STS-only file is untouched
+    table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv").set_index("model")
+    assert len(table) == 6 and table.loc["tiny-simcse", "method"] == "simcse"
+    assert table["TREC"].notna().sum() == 2  # the re-scored baseline-mean row gained its transfer columns
+    assert table.loc["tiny-simcse", "TREC"] == pytest.approx(metrics["tiny-simcse"]["TREC"], abs=1e-4)

@@ -77,7 +77,7 @@ def test_no_truncation_below_the_model_maximum(tiny_bert, tokenizer, caplog):
 def test_pooling_declared_by_a_saved_model(tmp_path):
     assert default_pooling(tmp_path) is None
     (tmp_path / "1_Pooling").mkdir()
-    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": "mean"}))
     assert default_pooling(tmp_path) == "mean"
     (tmp_path / METADATA_FILE).write_text(json.dumps({"pooling": "first_last_avg"}))
     assert default_pooling(tmp_path) == "first_last_avg"  # the project's own record wins

@@ -101,9 +101,10 @@ def default_pooling(path: str | Path) -> str | None:
     st_pooling = Path(path) / "1_Pooling" / "config.json"
     if st_pooling.is_file():
         config = json.loads(st_pooling.read_text(encoding="utf-8"))
-        if config.get("pooling_mode_mean_tokens"):
+        # sentence-transformers >= 6 writes "pooling_mode"; older versions one flag per mode.
+        if config.get("pooling_mode") == "mean" or config.get("pooling_mode_mean_tokens"):
             return "mean"
-        if config.get("pooling_mode_cls_token"):
+        if config.get("pooling_mode") == "cls" or config.get("pooling_mode_cls_token"):
             return "cls_before_pooler"
     return None
 

@@ -1,0 +1,303 @@
+"""Saving a trained encoder so that every loader reads it the same way.
+
+``save_sentence_encoder`` writes one folder that three loaders accept:
+
+* ``transformers.AutoModel.from_pretrained(folder)`` (and ``AutoTokenizer``): the
+  Hugging Face model (``config.json``, ``model.safetensors``) and the tokenizer sit at
+  the root of the folder;
+* ``SentenceEncoder.load(folder)``: this project's ``cse_metadata.json`` names the
+  pooling, so no pooling argument is needed;
+* ``sentence_transformers.SentenceTransformer(folder)``: ``modules.json``,
+  ``sentence_bert_config.json``, ``config_sentence_transformers.json`` and the pooling
+  module's folder, giving the same embeddings as ``SentenceEncoder`` for every
+  pooling method (to float rounding; ``normalize=True`` adds a final L2
+  normalisation on the sentence-transformers side only).
+
+Only the encoder is saved. The caller passes the bare Hugging Face encoder (what
+``AutoModel`` builds, e.g. ``BertModel``), never the training wrapper: SimCSE's MLP,
+SCD's projector, MLM heads and any other training-only module are simply not part of
+it. A model whose weights go beyond what ``AutoModel`` would build for its config
+(e.g. a ``BertForMaskedLM`` or a subclass with an extra head) is the caller's
+mistake and is refused with an error rather than silently stripped.
+
+How each pooling method is expressed with sentence-transformers' own modules (all
+built in, so loading needs neither ``trust_remote_code=True`` nor this package
+installed; sentence-transformers 6 refuses any module class outside its own
+namespace unless ``trust_remote_code=True`` is passed, even for a local folder):
+
+* ``mean`` / ``last_avg``: ``Transformer`` (last layer) -> ``Pooling`` in ``mean`` mode;
+* ``cls_before_pooler``: ``Transformer`` -> ``Pooling`` in ``cls`` mode (the first
+  token's state; padding is on the right, so that is [CLS]);
+* ``cls``: the ``Transformer`` module's ``modality_config`` reads the model's
+  ``pooler_output`` and writes it straight to ``sentence_embedding`` (no pooling
+  module): the model's own pooler runs, whatever it is;
+* ``first_last_avg``: ``sentence_bert_config.json`` passes
+  ``config_kwargs={"output_hidden_states": true}`` to the model config when
+  sentence-transformers loads it (``config.json`` itself is left as saved, so
+  ``AutoModel`` users get no extra outputs), the ``Transformer`` module then hands
+  every layer's states on as ``all_layer_embeddings``, a ``WeightedLayerPooling``
+  over ``hidden_states[1:]`` with weights ``[1, 0, ..., 0, 1]`` averages the first
+  transformer layer and the last one, and ``Pooling`` takes the masked mean.
+
+The layout is written with the module classes and key names of the installed
+sentence-transformers (6.x): ``modality_config`` / ``config_kwargs`` are not
+understood by much older versions.
+
+The save is atomic from a reader's point of view: everything is written to a hidden
+sibling folder (``.<name>.saving-<random>``, same file system), ``cse_metadata.json``
+last, and renamed to ``output_dir`` at the end. A save that fails or is interrupted
+removes its partial folder and leaves any previous ``output_dir`` untouched. An
+existing ``output_dir`` is replaced (moved aside, the new folder renamed in, the old
+one deleted); a folder that does not look like a saved model is never replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import platform
+import shutil
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+import torch
+
+from contrastive_sentence_embeddings.encoding import METADATA_FILE, max_sequence_length
+from contrastive_sentence_embeddings.pooling import check_pooling
+
+logger = logging.getLogger(__name__)
+
+# Files whose presence marks a folder as a saved model that a new save may replace.
+_MODEL_MARKERS = (METADATA_FILE, "config.json", "modules.json")
+# Distribution names whose versions are recorded in the metadata.
+_RECORDED_DISTRIBUTIONS = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "sentence_transformers": "sentence-transformers",
+    "contrastive_sentence_embeddings": "contrastive_sentence_embeddings",
+}
+
+
+def save_sentence_encoder(
+    output_dir: str | Path,
+    model,
+    tokenizer,
+    pooling: str,
+    metadata: Mapping,
+    max_seq_length: int | None = None,
+    normalize: bool = False,
+) -> Path:
+    """Save ``model`` (the bare Hugging Face encoder, no training heads) and
+    ``tokenizer`` to ``output_dir`` for ``AutoModel``, ``SentenceEncoder`` and
+    ``SentenceTransformer`` alike; return ``output_dir`` as a ``Path``.
+
+    ``metadata`` (JSON-serialisable: method, base encoder, seed, training parameters,
+    ...) is written to ``cse_metadata.json`` together with ``pooling``, the library
+    versions (``versions``) and the UTC time of the save (``saved_at``); those three
+    keys are this function's. ``max_seq_length`` is the truncation length that
+    sentence-transformers applies (``sentence_bert_config.json``); left at None it
+    uses the tokenizer / position-embedding limit, which is also what
+    ``SentenceEncoder`` uses, so both truncate identically. ``SentenceEncoder``
+    always encodes at the model's full length, whatever ``max_seq_length`` says.
+    ``normalize`` appends sentence-transformers' ``Normalize`` module (unit-length
+    embeddings from ``SentenceTransformer.encode`` only).
+    """
+    pooling = check_pooling(pooling)
+    output_dir = Path(output_dir)
+    _check_bare_encoder(model, pooling)
+    limit = max_sequence_length(tokenizer, model.config)
+    if max_seq_length is not None and not 0 < max_seq_length <= limit:
+        raise ValueError(f"max_seq_length={max_seq_length} is outside 1..{limit}, the longest input this "
+                         "model and tokenizer accept")
+    # Serialised before anything is written: unserialisable metadata fails here.
+    metadata_text = json.dumps(_full_metadata(metadata, pooling), indent=2, ensure_ascii=False) + "\n"
+    _check_replaceable(output_dir)
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = output_dir.parent / f".{output_dir.name}.saving-{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    try:
+        model.save_pretrained(staging)
+        if not any(staging.glob("model*.safetensors")):
+            raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
+        tokenizer.save_pretrained(staging)
+        _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize)
+        (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
+        _move_into_place(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("encoder saved to %s (pooling %s)", output_dir, pooling)
+    return output_dir
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python and of the libraries a saved model depends on (None when
+    a library is not installed)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for key, distribution in _RECORDED_DISTRIBUTIONS.items():
+        try:
+            versions[key] = importlib_metadata.version(distribution)
+        except importlib_metadata.PackageNotFoundError:
+            versions[key] = None
+    return versions
+
+
+def _full_metadata(metadata: Mapping, pooling: str) -> dict:
+    declared = metadata.get("pooling")
+    if declared is not None and declared != pooling:
+        raise ValueError(f"metadata says pooling {declared!r} but the model is saved with pooling {pooling!r}")
+    return {
+        **metadata,
+        "pooling": pooling,
+        "versions": library_versions(),
+        "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _check_bare_encoder(model, pooling: str) -> None:
+    """Refuse anything but a bare Hugging Face encoder: a training wrapper, a head
+    model, or an encoder with extra weights (see the module docstring)."""
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(f"expected the bare Hugging Face encoder (a transformers PreTrainedModel such as BertModel), "
+                        f"got {type(model).__name__}; unwrap it (DDP .module, torch.compile ._orig_mod) and "
+                        "pass only the encoder, without training heads")
+    if pooling == "cls" and hasattr(model, "pooler") and model.pooler is None:
+        raise ValueError("pooling 'cls' needs the model's pooler output, and this model has no pooler; "
+                         "use 'cls_before_pooler'")
+    expected = _auto_model_state_keys(model.config)
+    if expected is None:
+        return
+    actual = set(model.state_dict())
+    extra = sorted(actual - expected)
+    if extra:
+        raise ValueError(f"the model has {len(extra)} weight(s) that AutoModel would not load for this config "
+                         f"(e.g. {', '.join(extra[:3])}): pass the bare encoder (e.g. model.bert), not the "
+                         "training heads")
+    missing = sorted(expected - actual)
+    if missing:
+        logger.warning("the model lacks %d weight(s) that AutoModel builds for this config (e.g. %s); AutoModel "
+                       "will initialise them randomly when loading", len(missing), ", ".join(missing[:3]))
+
+
+def _auto_model_state_keys(config) -> set[str] | None:
+    """The state-dict keys of the model ``AutoModel`` builds for ``config``, found by
+    building it on the meta device (no memory, no initialisation); None when that
+    cannot be told (a model type ``AutoModel`` does not know)."""
+    from transformers import MODEL_MAPPING
+
+    try:
+        model_class = MODEL_MAPPING[type(config)]
+        with torch.device("meta"):
+            reference = model_class(copy.deepcopy(config))
+        return set(reference.state_dict())
+    except Exception as err:  # noqa: BLE001 - the check is a courtesy; saving does not depend on it
+        logger.debug("cannot tell which weights AutoModel expects for %s: %s", type(config).__name__, err)
+        return None
+
+
+def _check_replaceable(output_dir: Path) -> None:
+    if not output_dir.exists():
+        return
+    if not output_dir.is_dir():
+        raise FileExistsError(f"{output_dir} exists and is not a folder")
+    if any(output_dir.iterdir()) and not any((output_dir / name).exists() for name in _MODEL_MARKERS):
+        raise ValueError(f"{output_dir} exists and does not look like a saved model (none of "
+                         f"{', '.join(_MODEL_MARKERS)}); refusing to replace it")
+
+
+def _move_into_place(staging: Path, output_dir: Path) -> None:
+    """Rename ``staging`` to ``output_dir``; an existing ``output_dir`` is moved aside
+    first (a folder cannot be renamed over a non-empty one) and deleted after."""
+    if not output_dir.exists():
+        os.rename(staging, output_dir)
+        return
+    previous = output_dir.parent / f".{output_dir.name}.replaced-{uuid.uuid4().hex[:12]}"
+    os.rename(output_dir, previous)
+    try:
+        os.rename(staging, output_dir)
+    except BaseException:
+        os.rename(previous, output_dir)
+        raise
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+def _write_sentence_transformers_files(folder: Path, config, pooling: str, max_seq_length: int | None,
+                                       normalize: bool) -> None:
+    """modules.json, sentence_bert_config.json, config_sentence_transformers.json and
+    the folders of the modules after the ``Transformer`` (whose files are the model
+    and tokenizer already at the root). The small modules are built with the
+    installed sentence-transformers classes and saved by their own ``save``, so their
+    files are in the format that version reads."""
+    import sentence_transformers
+    import transformers
+    from sentence_transformers.sentence_transformer.modules import (
+        Normalize,
+        Pooling,
+        Transformer,
+        WeightedLayerPooling,
+    )
+
+    hidden_size = config.hidden_size
+    transformer_config: dict = {
+        "transformer_task": "feature-extraction",
+        "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+        "module_output_name": "token_embeddings",
+    }
+    after_transformer: list = []
+    if pooling == "cls":
+        transformer_config["modality_config"]["text"]["method_output_name"] = "pooler_output"
+        transformer_config["module_output_name"] = "sentence_embedding"
+    elif pooling == "cls_before_pooler":
+        after_transformer.append(Pooling(hidden_size, pooling_mode="cls"))
+    elif pooling in ("mean", "last_avg"):
+        after_transformer.append(Pooling(hidden_size, pooling_mode="mean"))
+    else:  # first_last_avg: hidden_states[1] and hidden_states[-1], averaged, then the masked mean
+        transformer_config["config_kwargs"] = {"output_hidden_states": True}
+        layers = int(config.num_hidden_layers)
+        weights = torch.zeros(layers)
+        weights[0] += 1.0
+        weights[-1] += 1.0
+        after_transformer.append(WeightedLayerPooling(hidden_size, num_hidden_layers=layers, layer_start=1,
+                                                      layer_weights=torch.nn.Parameter(weights)))
+        after_transformer.append(Pooling(hidden_size, pooling_mode="mean"))
+    if max_seq_length is not None:
+        transformer_config["max_seq_length"] = int(max_seq_length)
+    if normalize:
+        after_transformer.append(Normalize())
+
+    modules = [{"idx": 0, "name": "0", "path": "", "type": _class_ref(Transformer)}]
+    for idx, module in enumerate(after_transformer, start=1):
+        path = f"{idx}_{type(module).__name__}"
+        (folder / path).mkdir()
+        module.save(str(folder / path))
+        modules.append({"idx": idx, "name": str(idx), "path": path, "type": _class_ref(type(module))})
+
+    _write_json(folder / "modules.json", modules)
+    _write_json(folder / "sentence_bert_config.json", transformer_config)
+    _write_json(folder / "config_sentence_transformers.json", {
+        "model_type": "SentenceTransformer",
+        "__version__": {
+            "sentence_transformers": sentence_transformers.__version__,
+            "transformers": transformers.__version__,
+            "pytorch": torch.__version__,
+        },
+        "prompts": {"query": "", "document": ""},
+        "default_prompt_name": None,
+        "similarity_fn_name": "cosine",
+    })
+
+
+def _class_ref(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _write_json(path: Path, content) -> None:
+    path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")

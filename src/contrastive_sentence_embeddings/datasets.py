@@ -75,3 +75,38 @@ class MetricsFolderDataset(PartitionedDataset):
         if not self._list_partitions():
             return {}
         return super().load()
+
+
+class SentenceEncoderDataset(AbstractDataset):
+    """A trained sentence encoder in ``data/06_models/<run>``.
+
+    Saving takes a :class:`~contrastive_sentence_embeddings.training.run.TrainedEncoder`
+    and writes a folder that ``SentenceTransformer(path)`` and ``AutoModel`` load (the
+    training heads are not in it), with ``cse_metadata.json`` beside the weights.
+    Loading gives the folder's path: evaluation loads the encoder itself, on the
+    device it wants.
+    """
+
+    def __init__(self, filepath: str, metadata: dict | None = None):
+        self._filepath = Path(filepath)
+        self.metadata = metadata
+
+    def save(self, data) -> None:
+        from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
+
+        save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, data.metadata)
+
+    def load(self) -> str:
+        from contrastive_sentence_embeddings.encoding import METADATA_FILE
+
+        if not (self._filepath / METADATA_FILE).is_file():
+            raise DatasetError(f"{self._filepath}: no trained model here (no {METADATA_FILE}); run its pipeline first")
+        return str(self._filepath)
+
+    def _exists(self) -> bool:
+        from contrastive_sentence_embeddings.encoding import METADATA_FILE
+
+        return (self._filepath / METADATA_FILE).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}

@@ -14,16 +14,36 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from contrastive_sentence_embeddings.pipelines import baseline, data_processing, evaluation, leaderboard, raw_data
+from contrastive_sentence_embeddings.pipelines import (
+    baseline,
+    data_processing,
+    evaluation,
+    imsimcse,
+    leaderboard,
+    raw_data,
+    scd,
+    simcse,
+)
 
 BLOCKS = {
     "raw_data": raw_data,
     "data_processing": data_processing,
     "baseline": baseline,
     "evaluation": evaluation,
+    "simcse": simcse,
+    "scd": scd,
+    "imsimcse": imsimcse,
 }
 # Block name -> the metrics data set(s) it writes.
-METRICS_OUTPUTS = {"baseline": ["baseline_metrics"], "evaluation": ["evaluated_metrics"]}
+METRICS_OUTPUTS = {
+    "baseline": ["baseline_metrics"],
+    "evaluation": ["evaluated_metrics"],
+    "simcse": ["simcse_metrics"],
+    "scd": ["scd_metrics"],
+    "imsimcse": ["imsimcse_metrics"],
+}
+# Blocks that train on prepared data also run data preparation.
+NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse"}
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -31,7 +51,8 @@ def register_pipelines() -> dict[str, Pipeline]:
     pipelines = dict(blocks)
     pipelines["leaderboard"] = leaderboard.create_pipeline()
     for name, outputs in METRICS_OUTPUTS.items():
-        pipelines[name] = blocks["raw_data"] + blocks[name] + leaderboard.create_pipeline(after=outputs)
+        upstream = blocks["raw_data"] + (blocks["data_processing"] if name in NEEDS_PREPARED_DATA else Pipeline([]))
+        pipelines[name] = upstream + blocks[name] + leaderboard.create_pipeline(after=outputs)
     every_metrics_output = [output for outputs in METRICS_OUTPUTS.values() for output in outputs]
     pipelines["__default__"] = sum(blocks.values(), Pipeline([])) + leaderboard.create_pipeline(
         after=every_metrics_output

@@ -41,7 +41,9 @@ def trained_model_specs(models_dir: str | Path) -> list[ModelSpec]:
     metadata are listed in the log, not guessed at."""
     root = Path(models_dir)
     specs, skipped = [], []
-    for folder in sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []:
+    # Hidden folders are staging areas of saves in progress (or killed), not models.
+    folders = sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    for folder in folders:
         metadata = read_model_metadata(folder)
         if not metadata:
             skipped.append(folder.name)

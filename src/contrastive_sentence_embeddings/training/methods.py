@@ -1,0 +1,170 @@
+"""The dropout-based methods as batch recipes: how a batch of sentences becomes
+views, which heads the views go through, and which loss of :mod:`.losses` they feed.
+The training loop (:mod:`.trainer`) is the same for all of them.
+
+A method is called inside the model's single ``forward`` (so that DistributedDataParallel
+sees one forward per step however many encoder passes the recipe makes). Embeddings
+entering an in-batch loss are gathered across processes first
+(:func:`.distributed.gather_embeddings`), so every process sees every negative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+
+import torch
+from torch import nn
+
+from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
+from contrastive_sentence_embeddings.training import losses
+from contrastive_sentence_embeddings.training.distributed import gather_embeddings
+from contrastive_sentence_embeddings.training.dropout import dropout_off, dropout_rate
+from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
+
+Logs = dict[str, torch.Tensor]
+
+
+class ContrastiveModel(nn.Module):
+    """The encoder being trained, its pooling, the method's training-only heads, and
+    the method's loss as ``forward``. Only ``encoder`` is saved at the end."""
+
+    def __init__(self, encoder: nn.Module, pooling: str, method: "Method"):
+        super().__init__()
+        self.encoder = encoder
+        self.pooling = pooling
+        self.method = method
+        self.heads = method.build_heads(encoder.config.hidden_size)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                               output_hidden_states=needs_hidden_states([self.pooling]), return_dict=True)
+        return pool_outputs(self.pooling, outputs, attention_mask)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Logs:
+        """``{"loss": scalar to minimise, <term>: detached scalars to log}``."""
+        return self.method.loss(self, input_ids, attention_mask)
+
+
+@dataclass
+class Method:
+    """Base of the recipes; subclasses are dataclasses of their hyper-parameters."""
+
+    name = "method"
+    # True when the loss is computed on embeddings gathered across processes (the
+    # trainer then scales it by the number of processes; see distributed.py).
+    gathers_embeddings = True
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict()
+
+    def loss(self, model: ContrastiveModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Logs:
+        raise NotImplementedError
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> "Method":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**params)
+
+
+def _two_dropout_views(model: ContrastiveModel, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sentence encoded twice in one forward pass of the doubled batch: the two
+    copies get independent dropout masks (SimCSE's augmentation)."""
+    pooled = model.embed(torch.cat([input_ids, input_ids]), torch.cat([attention_mask, attention_mask]))
+    return pooled.chunk(2)
+
+
+@dataclass
+class SimCSE(Method):
+    """Unsupervised SimCSE (Gao et al., 2021): two dropout views, the MLP in training
+    only, InfoNCE with in-batch negatives (``losses.info_nce``)."""
+
+    name = "simcse"
+    temperature: float = 0.05
+    use_mlp: bool = True
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict({"mlp": mlp_head(hidden_size)} if self.use_mlp else {})
+
+    def project(self, model: ContrastiveModel, pooled: torch.Tensor) -> torch.Tensor:
+        return model.heads["mlp"](pooled) if "mlp" in model.heads else pooled
+
+    def loss(self, model, input_ids, attention_mask) -> Logs:
+        view1, view2 = _two_dropout_views(model, input_ids, attention_mask)
+        z1, z2 = gather_embeddings(self.project(model, view1), self.project(model, view2))
+        value = losses.info_nce(z1, z2, self.temperature)
+        return {"loss": value, "info_nce": value.detach()}
+
+
+@dataclass
+class SCD(Method):
+    """SCD (Klein and Nabi, 2022): view A at dropout ``rate_a``, view B at ``rate_b``;
+    ``self_contrast_weight * self_contrast(h_a, h_b)`` (mean cosine, minimised: pushes
+    the views apart) plus ``decorrelation_weight * decorrelation(p_a, p_b,
+    off_diagonal_weight)`` on the projector outputs (pulls features together and
+    decorrelates them). Defaults are the reference code's BERT settings (see
+    ``conf/base/parameters_scd.yml`` for the paper's notation)."""
+
+    name = "scd"
+    gathers_embeddings = False  # per-pair and per-process batch-statistics terms
+    rate_a: float = 0.05
+    rate_b: float = 0.155
+    self_contrast_weight: float = 20.0   # reference code: alpha 1 / temperature 0.05
+    decorrelation_weight: float = 0.005225
+    off_diagonal_weight: float = 0.012
+    projector_widths: Sequence[int] = field(default_factory=lambda: [4096, 4096, 4096])
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict({"projector": decorrelation_projector(hidden_size, self.projector_widths)})
+
+    def loss(self, model, input_ids, attention_mask) -> Logs:
+        with dropout_rate(model.encoder, self.rate_a):
+            h_a = model.embed(input_ids, attention_mask)
+        with dropout_rate(model.encoder, self.rate_b):
+            h_b = model.embed(input_ids, attention_mask)
+        # Per-pair and batch-statistics terms: no gathering (BatchNorm is per process).
+        contrast = losses.self_contrast(h_a, h_b)
+        projector = model.heads["projector"]
+        decorrelation = losses.decorrelation(projector(h_a), projector(h_b), self.off_diagonal_weight)
+        value = self.self_contrast_weight * contrast + self.decorrelation_weight * decorrelation
+        return {"loss": value, "self_contrast": contrast.detach(), "decorrelation": decorrelation.detach()}
+
+
+@dataclass
+class ImSimCSE(Method):
+    """ImSimCSE / SimCSE++ (Xu et al., 2023): SimCSE's two dropout views (through the
+    MLP) as the positive, negatives from a third, dropout-free pass weighted as in
+    ``losses.off_dropout_info_nce`` (``m``), plus ``dcl_weight`` times the
+    dimension-wise contrastive loss on the two views."""
+
+    name = "imsimcse"
+    temperature: float = 0.05
+    m: float = 0.9
+    dcl_weight: float = 0.1
+    dcl_temperature: float = 5.0
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict({"mlp": mlp_head(hidden_size)})
+
+    def loss(self, model, input_ids, attention_mask) -> Logs:
+        view1, view2 = _two_dropout_views(model, input_ids, attention_mask)
+        with dropout_off(model.encoder):
+            view0 = model.embed(input_ids, attention_mask)
+        mlp = model.heads["mlp"]
+        z1, z2, z0 = gather_embeddings(mlp(view1), mlp(view2), mlp(view0))
+        contrastive = losses.off_dropout_info_nce(z1, z2, z0, self.m, self.temperature)
+        dcl = losses.dimension_contrastive_loss(z1, z2, self.dcl_temperature)
+        value = contrastive + self.dcl_weight * dcl
+        return {"loss": value, "off_dropout_info_nce": contrastive.detach(), "dcl": dcl.detach()}
+
+
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE)}
+
+
+def build_method(name: str, params: Mapping | None = None) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}")
+    return METHODS[name].from_params(dict(params or {}))

@@ -1,0 +1,294 @@
+"""The one training loop every method shares.
+
+``train`` takes a :class:`~.methods.ContrastiveModel` (encoder + pooling + heads +
+the method's loss), tokenised sentences and a dev scorer, and runs:
+
+* AdamW (no weight decay on biases and LayerNorm weights), warm-up then a linear or
+  slanted-triangular schedule (or constant), gradient-norm clipping, seeded data
+  order;
+* accelerate for the device (CUDA when present, with bf16/fp16 mixed precision
+  there; fp32 on CPU) and for multi-GPU DDP (``accelerate launch``);
+* dynamic padding: each batch padded to its own longest sentence;
+* every ``eval_every`` steps (and at step 0 and at the end) the dev scores (STS-B dev,
+  SICK-R trial); the encoder weights with the best ``dev_avg`` are kept, because
+  SimCSE and SCD runs can degrade late in an epoch;
+* a progress bar with the loss and examples/s, and a training curve (step, loss
+  terms, learning rate, examples/s, dev scores) returned as a table;
+* a checkpoint at each evaluation (accelerate state + trainer state + best weights),
+  from which an interrupted run resumes when started again with the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from contrastive_sentence_embeddings.encoding import SentenceEncoder, pad_batch
+from contrastive_sentence_embeddings.training.methods import ContrastiveModel
+
+logger = logging.getLogger(__name__)
+
+TRAINER_STATE = "trainer_state.json"
+BEST_WEIGHTS = "best_encoder.pt"
+SCHEDULES = ("linear", "slanted_triangular", "constant")
+
+
+@dataclass
+class TrainingConfig:
+    """Optimisation settings. ``max_steps`` (when set) caps the number of steps;
+    ``eval_every`` 0 evaluates only at the start and the end."""
+
+    learning_rate: float = 3e-5
+    batch_size: int = 64
+    epochs: int = 1
+    max_steps: int | None = None
+    max_length: int = 32
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.0
+    schedule: str = "linear"
+    cut_fraction: float = 0.1          # slanted triangular: share of steps spent rising
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    eval_every: int = 125
+    mixed_precision: str = "auto"      # auto: bf16 (or fp16) on CUDA, none on CPU
+    device: str | None = None          # None: CUDA when present; "cpu" forces CPU
+    checkpoint_dir: str | None = None  # None: no checkpoints (no resume)
+    resume: bool = True
+    log_every: int = 10
+
+    @classmethod
+    def from_params(cls, params: dict) -> "TrainingConfig":
+        unknown = sorted(set(params) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown training parameter(s): {', '.join(unknown)}")
+        config = cls(**params)
+        if config.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        return config
+
+
+@dataclass
+class TrainingResult:
+    best_state: dict[str, torch.Tensor]
+    best_step: int
+    best_scores: dict[str, float]
+    curve: pd.DataFrame
+    steps: int
+    seconds: float
+    examples_per_second: float
+    extra: dict = field(default_factory=dict)
+
+
+# --- pure pieces ------------------------------------------------------------------------
+def tokenize_sentences(tokenizer, sentences: Sequence[str], max_length: int) -> list[list[int]]:
+    """Token ids of every sentence, once for the whole run (truncated to max_length)."""
+    return tokenizer(list(sentences), truncation=True, max_length=max_length)["input_ids"]
+
+
+def slanted_triangular(step: int, total_steps: int, cut_fraction: float = 0.1, ratio: float = 32.0) -> float:
+    """ULMFiT's slanted triangular learning-rate multiplier (Howard and Ruder, 2018),
+    which DeCLUTR uses: a linear rise over the first ``cut_fraction`` of the steps
+    from 1/ratio to 1, then a linear decay back to 1/ratio."""
+    cut = max(1, math.floor(total_steps * cut_fraction))
+    if step < cut:
+        progress = step / cut
+    else:
+        progress = 1 - (step - cut) / max(1, cut * (1 / cut_fraction - 1))
+    return (1 + max(progress, 0.0) * (ratio - 1)) / ratio
+
+
+def warmup_then(step: int, total_steps: int, warmup_steps: int, schedule: str) -> float:
+    """Learning-rate multiplier: linear warm-up, then ``linear`` decay to 0 or
+    ``constant``."""
+    if step < warmup_steps:
+        return (step + 1) / max(1, warmup_steps)
+    if schedule == "constant":
+        return 1.0
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: weight decay on weight matrices, none on biases and normalisation
+    weights (LayerNorm, BatchNorm), as BERT and DeCLUTR train."""
+    decay, no_decay = [], []
+    for module in model.modules():
+        is_norm = isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._BatchNorm)) or \
+            "norm" in type(module).__name__.lower()
+        for name, parameter in module.named_parameters(recurse=False):
+            if not parameter.requires_grad:
+                continue
+            (no_decay if is_norm or name.endswith("bias") else decay).append(parameter)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def total_steps(n_examples: int, config: TrainingConfig) -> int:
+    steps_per_epoch = n_examples // config.batch_size
+    total = steps_per_epoch * config.epochs
+    return min(total, config.max_steps) if config.max_steps else total
+
+
+def _mixed_precision(config: TrainingConfig) -> str:
+    if config.mixed_precision != "auto":
+        return config.mixed_precision
+    if config.device == "cpu" or not torch.cuda.is_available():
+        return "no"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+# --- the loop ----------------------------------------------------------------------------
+def train(
+    model: ContrastiveModel,
+    tokenizer,
+    token_ids: Sequence[Sequence[int]],
+    config: TrainingConfig,
+    dev_scorer: Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]] | None = None,
+) -> TrainingResult:
+    """Train ``model`` on ``token_ids`` (one list per sentence) and return the best
+    encoder weights by dev score (the last ones without a dev scorer)."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    if len(token_ids) < config.batch_size:
+        raise ValueError(f"{len(token_ids)} training sentences cannot fill a batch of {config.batch_size}")
+    accelerator = Accelerator(mixed_precision=_mixed_precision(config), cpu=config.device == "cpu")
+    set_seed(config.seed)
+    steps = total_steps(len(token_ids), config)
+    dropped = len(token_ids) % config.batch_size
+    if dropped:
+        logger.info("%d sentences do not fill the last batch of each epoch and are left out of it "
+                    "(the order is reshuffled every epoch)", dropped)
+
+    generator = torch.Generator().manual_seed(config.seed)
+    loader = DataLoader(list(range(len(token_ids))), batch_size=config.batch_size, shuffle=True, drop_last=True,
+                        generator=generator,
+                        collate_fn=lambda rows: pad_batch([token_ids[i] for i in rows], tokenizer.pad_token_id))
+    optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.learning_rate)
+    warmup = int(config.warmup_ratio * steps)
+    if config.schedule == "slanted_triangular":
+        multiplier = lambda step: slanted_triangular(step, steps, config.cut_fraction)  # noqa: E731
+    else:
+        multiplier = lambda step: warmup_then(step, steps, warmup, config.schedule)  # noqa: E731
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    core: ContrastiveModel = accelerator.unwrap_model(model)
+
+    state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
+    best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
+    checkpoint = Path(config.checkpoint_dir) if config.checkpoint_dir else None
+    if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
+        state = json.loads((checkpoint / TRAINER_STATE).read_text())
+        accelerator.load_state(str(checkpoint / "accelerate"))
+        best_state = torch.load(checkpoint / BEST_WEIGHTS, map_location="cpu")
+        logger.info("resumed from %s at step %d (best dev_avg %.2f at step %d)", checkpoint, state["step"],
+                    state["best_scores"].get("dev_avg", float("nan")), state["best_step"])
+
+    def evaluate() -> None:
+        nonlocal best_state
+        if dev_scorer is None or not accelerator.is_main_process:
+            return
+        encoder = SentenceEncoder(core.encoder, tokenizer, core.pooling, batch_size=128, device=accelerator.device)
+        scores = dev_scorer(encoder.encode)
+        row = {"step": state["step"], **{f"dev/{k}": v for k, v in scores.items()}}
+        state["curve"].append(row)
+        if scores["dev_avg"] > state["best_scores"].get("dev_avg", -math.inf):
+            state["best_scores"], state["best_step"] = scores, state["step"]
+            best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
+        logger.info("step %d: STS-B dev %.2f, SICK-R trial %.2f (best dev_avg %.2f at step %d)", state["step"],
+                    scores.get("stsb_dev", float("nan")), scores.get("sickr_dev", float("nan")),
+                    state["best_scores"]["dev_avg"], state["best_step"])
+
+    def save_checkpoint() -> None:
+        if checkpoint is None:
+            return
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(checkpoint / "accelerate"))
+        if accelerator.is_main_process:
+            torch.save(best_state, checkpoint / BEST_WEIGHTS)
+            (checkpoint / TRAINER_STATE).write_text(json.dumps(state, indent=1))
+
+    if state["step"] == 0:
+        evaluate()
+    model.train()
+    started = time.perf_counter() - state["seconds"]
+    window_loss: dict[str, float] = {}
+    window_count = 0
+    window_start = time.perf_counter()
+    progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
+                    disable=not accelerator.is_local_main_process)
+    steps_per_epoch = len(loader)
+    while state["step"] < steps:
+        epoch, done_in_epoch = divmod(state["step"], steps_per_epoch)
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch)
+        generator.manual_seed(config.seed + epoch)  # the same order on resume
+        batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
+        for batch in batches:
+            outputs = model(**batch)
+            # A loss over embeddings gathered from every process is the global-batch loss
+            # on each of them, but each backpropagates only through its own slice; DDP
+            # then averages, so the loss is scaled by the number of processes to give
+            # exactly the single-process gradient (training/distributed.py derives it).
+            scale = accelerator.num_processes if core.method.gathers_embeddings else 1
+            accelerator.backward(outputs["loss"] * scale)
+            if config.max_grad_norm:
+                accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state["step"] += 1
+            state["examples"] += config.batch_size * accelerator.num_processes
+            for key, value in outputs.items():
+                window_loss[key] = window_loss.get(key, 0.0) + float(value.detach())
+            window_count += 1
+            if not math.isfinite(float(outputs["loss"].detach())):
+                raise FloatingPointError(f"loss became {float(outputs['loss'])} at step {state['step']}; "
+                                         "lower the learning rate or check the data")
+            if state["step"] % config.log_every == 0 or state["step"] == steps:
+                elapsed = time.perf_counter() - window_start
+                row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
+                       "examples_per_second": window_count * config.batch_size * accelerator.num_processes / elapsed,
+                       **{k: v / window_count for k, v in window_loss.items()}}
+                state["curve"].append(row)
+                progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.0f}")
+                window_loss, window_count, window_start = {}, 0, time.perf_counter()
+            progress.update(1)
+            if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
+                model.eval()
+                evaluate()
+                model.train()
+                state["seconds"] = time.perf_counter() - started
+                save_checkpoint()
+            if state["step"] >= steps:
+                break
+    progress.close()
+    seconds = time.perf_counter() - started
+    if dev_scorer is None:
+        best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
+        state["best_step"] = state["step"]
+    curve = _curve_table(state["curve"])
+    rate = state["examples"] / max(seconds, 1e-9)
+    logger.info("trained %d steps in %.0f s (%.1f examples/s); best dev_avg %s at step %d", state["step"], seconds,
+                rate, f"{state['best_scores'].get('dev_avg', float('nan')):.2f}", state["best_step"])
+    if torch.cuda.is_available() and accelerator.device.type == "cuda":
+        logger.info("peak GPU memory %.2f GiB", torch.cuda.max_memory_allocated() / 2**30)
+    return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
+                          {"config": asdict(config), "num_processes": accelerator.num_processes})
+
+
+def _curve_table(rows: list[dict]) -> pd.DataFrame:
+    """Training rows and evaluation rows merged per step, in step order."""
+    if not rows:
+        return pd.DataFrame(columns=["step"])
+    table = pd.DataFrame(rows).groupby("step", as_index=False).first()
+    return table.sort_values("step").reset_index(drop=True)

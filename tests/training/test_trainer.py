@@ -1,0 +1,90 @@
+import copy
+
+import pandas as pd
+import pytest
+import torch
+
+from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
+from contrastive_sentence_embeddings.training.trainer import (
+    TrainingConfig,
+    parameter_groups,
+    slanted_triangular,
+    tokenize_sentences,
+    total_steps,
+    train,
+    warmup_then,
+)
+
+
+def test_slanted_triangular_by_hand():
+    # 100 steps, cut at step 10, ratio 32: 1/32 at 0, 1 at the cut, back down to 1/32 at the end
+    assert slanted_triangular(0, 100) == pytest.approx(1 / 32)
+    assert slanted_triangular(5, 100) == pytest.approx((1 + 0.5 * 31) / 32)
+    assert slanted_triangular(10, 100) == pytest.approx(1.0)
+    assert slanted_triangular(55, 100) == pytest.approx((1 + 0.5 * 31) / 32)
+    assert slanted_triangular(100, 100) == pytest.approx(1 / 32)
+
+
+def test_warmup_then_linear_or_constant():
+    assert [warmup_then(s, 10, 2, "linear") for s in (0, 1, 2, 6, 10)] == [0.5, 1.0, 1.0, 0.5, 0.0]
+    assert warmup_then(9, 10, 2, "constant") == 1.0
+
+
+def test_no_weight_decay_on_biases_and_norms():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.LayerNorm(3), torch.nn.BatchNorm1d(3))
+    decay, no_decay = parameter_groups(model, 0.1)
+    assert decay["params"] == [model[0].weight] and decay["weight_decay"] == 0.1
+    assert len(no_decay["params"]) == 5 and no_decay["weight_decay"] == 0.0
+
+
+def test_steps_and_unknown_settings():
+    assert total_steps(1000, TrainingConfig(batch_size=64, epochs=2)) == 30
+    assert total_steps(1000, TrainingConfig(batch_size=64, epochs=2, max_steps=7)) == 7
+    with pytest.raises(ValueError, match="unknown training parameter\\(s\\): lr"):
+        TrainingConfig.from_params({"lr": 1})
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
+        TrainingConfig.from_params({"schedule": "cosine"})
+
+
+@pytest.fixture(scope="module")
+def sentences(mirror_dir):
+    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if len(line.split()) >= 5][:400]
+
+
+def run(tiny_bert, tokenizer, sentences, **settings):
+    torch.manual_seed(0)
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
+    config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", log_every=2, **settings)
+    return train(model, tokenizer, tokenize_sentences(tokenizer, sentences, 32), config)
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tiny_bert, tokenizer, sentences, tmp_path, monkeypatch):
+    straight = run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6)
+    checkpoint = str(tmp_path / "checkpoint")
+    # Crash at the 9th optimiser step; the last checkpoint is the one of step 6.
+    calls = {"n": 0}
+    original_step = torch.optim.AdamW.step
+
+    def crashing_step(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 9:
+            raise KeyboardInterrupt("simulated interruption")
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", crashing_step)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6, checkpoint_dir=checkpoint)
+    monkeypatch.setattr(torch.optim.AdamW, "step", original_step)
+    resumed = run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6, checkpoint_dir=checkpoint)
+    assert resumed.steps == 12
+    for key, value in straight.best_state.items():
+        assert torch.allclose(value, resumed.best_state[key], atol=1e-5), key
+
+
+def test_training_curve_has_loss_rate_and_speed(tiny_bert, tokenizer, sentences):
+    result = run(tiny_bert, tokenizer, sentences, max_steps=6, eval_every=0)
+    assert isinstance(result.curve, pd.DataFrame)
+    assert result.curve["step"].tolist() == [2, 4, 6]
+    assert {"loss", "info_nce", "lr", "examples_per_second"} <= set(result.curve.columns)
+    assert (result.curve["examples_per_second"] > 0).all()

@@ -37,7 +37,8 @@ The classifier follows SentEval's scikit-learn path (its ``usepytorch=False``):
   logged, never hidden.
 * TREC's six classes are fitted one-vs-rest, as scikit-learn's ``LogisticRegression``
   did by default when SentEval was written (liblinear, ``multi_class="ovr"``); it is
-  also the form Newton solves cheaply (a multinomial Hessian is 6x larger per side).
+  also the form Newton solves cheaply (a multinomial Hessian is 6x larger per side),
+  and each of the six models can be warm-started (:class:`LogisticClassifier`).
 * The features are NOT standardised by default: SentEval's published numbers (and
   the papers this project reproduces) use the raw embeddings, and the meaning of the
   C grid depends on the feature scale. With Newton's method the raw scale costs no
@@ -58,9 +59,13 @@ SentEval keeps them as empty sentences, so they are kept here too, which gives t
 published row counts (3,775 and 10,606) and is reported in the data report
 (``extra["blank sentences kept"]``), not silently.
 
-MRPC features: the brief of this platform is InferSent's [u, v, |u-v|, u*v]. Note
-that SentEval's own ``mrpc.py`` uses only [|u-v|, u*v]; pass ``pair_features=
-senteval_pair_features`` to :func:`evaluate_transfer` to reproduce that.
+TREC's training file is ISO-8859-1 (one non-ASCII byte, 0xF0 in "sister\u00f0city"
+at line 66); read as UTF-8 that line would be lost, so the encoding is set per file
+in :data:`FILE_ENCODINGS`.
+
+MRPC features: this platform uses InferSent's [u, v, |u-v|, u*v]. SentEval's own
+``mrpc.py`` uses only [|u-v|, u*v]; pass ``pair_features=senteval_pair_features`` to
+:func:`evaluate_transfer` to reproduce that.
 """
 
 from __future__ import annotations
@@ -82,7 +87,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
-from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import StandardScaler
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
@@ -234,8 +238,9 @@ def read_sentence_file(
 def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``sentence<TAB>label`` lines of SentEval's binary SST files, label 0 or 1."""
     sentences, labels = [], []
+    label = raw.label  # resolved once: it touches the file system
     for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{raw.label}:{number}"
+        where = f"{label}:{number}"
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -259,8 +264,9 @@ def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> Tr
 def read_trec(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``COARSE:fine question`` lines of TREC; the label is the coarse class."""
     sentences, labels = [], []
+    label = raw.label  # resolved once: it touches the file system
     for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{raw.label}:{number}"
+        where = f"{label}:{number}"
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -286,8 +292,9 @@ def read_mrpc(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> T
     """Rows of an MRPC file: ``Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String``
     after a header row (recognised by its first field, not counted as a row)."""
     first, second, labels = [], [], []
+    label = raw.label  # resolved once: it touches the file system
     for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{raw.label}:{number}"
+        where = f"{label}:{number}"
         fields = line.split("\t")
         if number == 1 and fields[0].strip() == MRPC_HEADER_FIRST_FIELD:
             report.rows_in -= 1  # the header names the columns; it is not a row
@@ -394,18 +401,46 @@ def senteval_pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.hstack([np.abs(u - v), u * v])
 
 
-def _new_classifier(c: float, n_classes: int, seed: int, max_iter: int, warm_start: bool = False):
-    """The L2-regularised logistic regression; one-vs-rest for more than two classes."""
-    binary = LogisticRegression(
-        C=c, solver=SOLVER, max_iter=max_iter, random_state=seed, warm_start=warm_start
-    )
-    # OneVsRestClassifier clones its estimator at every fit, so warm starts only
-    # apply to binary tasks; Newton needs few steps from zero anyway.
-    return binary if n_classes <= 2 else OneVsRestClassifier(binary)
+class LogisticClassifier:
+    """L2-regularised logistic regression: one scikit-learn model for two classes,
+    one binary model per class (one-vs-rest, the largest decision value wins) for
+    more. Refitting with another ``C`` starts from the previous solution (warm start),
+    also for every one-vs-rest model, which scikit-learn's ``OneVsRestClassifier``
+    cannot do (it clones its models at every fit)."""
 
+    def __init__(self, c: float, seed: int = 1111, max_iter: int = MAX_ITER):
+        self.c, self.seed, self.max_iter = c, seed, max_iter
+        self.classes_: np.ndarray | None = None
+        self._models: list[LogisticRegression] = []
 
-def _set_c(model, c: float) -> None:
-    model.set_params(**{"estimator__C" if isinstance(model, OneVsRestClassifier) else "C": c})
+    def _model(self) -> LogisticRegression:
+        return LogisticRegression(
+            C=self.c, solver=SOLVER, max_iter=self.max_iter, random_state=self.seed, warm_start=True
+        )
+
+    def fit(self, x: np.ndarray, y: np.ndarray, c: float | None = None) -> int:
+        """Fit (with inverse L2 strength ``c`` if given); return the number of binary
+        fits that reported no convergence. A refit must see the same classes."""
+        if c is not None:
+            self.c = c
+        classes = np.unique(y)
+        if len(classes) < 2:
+            raise ValueError(f"a classifier needs at least two classes, got {classes.tolist()}")
+        if self.classes_ is None or not np.array_equal(classes, self.classes_):
+            self.classes_ = classes
+            self._models = [self._model() for _ in (classes[:1] if len(classes) == 2 else classes)]
+        targets = [y] if len(classes) == 2 else [y == k for k in classes]
+        unconverged = 0
+        for model, target in zip(self._models, targets):
+            model.set_params(C=self.c)
+            unconverged += _fit(model, x, target)
+        return unconverged
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if len(self._models) == 1:
+            return self._models[0].predict(x)
+        scores = np.column_stack([model.decision_function(x) for model in self._models])
+        return self.classes_[np.argmax(scores, axis=1)]
 
 
 def _scaled(train_x: np.ndarray, others: Iterable[np.ndarray], standardize: bool) -> list[np.ndarray]:
@@ -417,12 +452,20 @@ def _scaled(train_x: np.ndarray, others: Iterable[np.ndarray], standardize: bool
     return [scaler.transform(x) for x in (train_x, *others)]
 
 
-def _fit(model, x: np.ndarray, y: np.ndarray) -> int:
-    """Fit; return 1 if the solver reported that it did not converge, else 0."""
+def _fit(model: LogisticRegression, x: np.ndarray, y: np.ndarray) -> int:
+    """Fit; return 1 if the solver reported that it did not converge, else 0. Other
+    warnings (e.g. Newton falling back to lbfgs on an ill-conditioned Hessian) are
+    passed on."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         model.fit(x, y)
-    return int(any(issubclass(w.category, ConvergenceWarning) for w in caught))
+    unconverged = 0
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            unconverged = 1
+        else:
+            warnings.warn(warning.message, warning.category, stacklevel=2)
+    return unconverged
 
 
 def grid_accuracies(
@@ -441,11 +484,10 @@ def grid_accuracies(
     train_x, valid_x = _scaled(train_x, [valid_x], standardize)
     order = np.argsort(c_grid, kind="stable")
     accuracies = np.empty(len(c_grid))
-    model = _new_classifier(c_grid[order[0]], len(np.unique(train_y)), seed, max_iter, warm_start=True)
+    model = LogisticClassifier(float(c_grid[order[0]]), seed, max_iter)
     unconverged = 0
     for index in order:
-        _set_c(model, float(c_grid[index]))
-        unconverged += _fit(model, train_x, train_y)
+        unconverged += model.fit(train_x, train_y, c=float(c_grid[index]))
         accuracies[index] = np.mean(model.predict(valid_x) == valid_y)
     return accuracies, unconverged
 
@@ -514,10 +556,10 @@ def fit_and_score(
 ) -> dict[str, float]:
     """Train with inverse L2 strength ``c`` on ``train``, score on ``test``: ``acc``
     (percent), ``f1`` (percent, of ``positive_label``) when one is given, and
-    ``unconverged`` (1 if lbfgs hit ``max_iter``)."""
+    ``unconverged`` (binary fits that reported no convergence)."""
     train_x, test_x = _scaled(train_x, [test_x], standardize)
-    model = _new_classifier(c, len(np.unique(train_y)), seed, max_iter)
-    unconverged = _fit(model, train_x, train_y)
+    model = LogisticClassifier(c, seed, max_iter)
+    unconverged = model.fit(train_x, train_y)
     predicted = model.predict(test_x)
     scores = {"acc": 100.0 * float(np.mean(predicted == test_y)), "unconverged": unconverged}
     if positive_label is not None:
@@ -589,6 +631,9 @@ def _embed(task: TransferTask, encode: Callable[[list[str]], np.ndarray]) -> tup
             f"{task.name}: encode returned shape {embeddings.shape} for {len(sentences)} sentences; "
             "expected one row per sentence"
         )
+    bad = int((~np.isfinite(embeddings).all(axis=1)).sum())
+    if bad:
+        raise ValueError(f"{task.name}: encode returned NaN or infinite values for {bad} sentences")
     return {sentence: row for row, sentence in enumerate(sentences)}, embeddings
 
 
@@ -611,9 +656,10 @@ def evaluate_transfer(
     ``dev_acc`` (percent: dev accuracy, or mean validation accuracy of the CV that
     chose C), ``C`` (the chosen inverse L2 strength; for "cv" tasks the most frequent
     choice over folds), ``n`` (rows scored: all rows for "cv", test rows for "split"),
-    ``unconverged`` (fits that hit ``max_iter``) and, for MRPC, ``f1`` (percent, of
-    the paraphrase class). ``n_jobs`` processes (joblib's convention; default all
-    cores) run the CV folds in parallel; the results do not depend on it.
+    ``unconverged`` (fits that hit ``max_iter``) and, for binary pair tasks (MRPC),
+    ``f1`` (percent, of label 1: "paraphrase"). ``n_jobs`` processes (joblib's
+    convention; default all cores) run the CV folds in parallel; the results do not
+    depend on it.
     """
     results: dict[str, dict[str, float]] = {}
     for name, task in tasks.items():
@@ -642,8 +688,8 @@ def evaluate_transfer(
                 c, dev_acc, unconverged = choose_l2_by_cv(
                     train_x, task.train.labels, l2_grid, k_folds, n_jobs=n_jobs, **options
                 )
-            # F1 only for the pair task: MRPC papers report it, with "paraphrase" (1) positive.
-            positive = task.classes.index("paraphrase") if task.is_pair_task else None
+            # F1 for binary pair tasks, of label 1 (MRPC: "paraphrase"), as papers report it.
+            positive = 1 if task.is_pair_task and len(task.classes) == 2 else None
             tested = fit_and_score(
                 train_x, task.train.labels, test_x, task.test.labels, c, positive_label=positive, **options
             )

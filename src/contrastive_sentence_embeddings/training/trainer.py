@@ -20,9 +20,11 @@ the method's loss), tokenised sentences and a dev scorer, and runs:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -138,6 +140,19 @@ def total_steps(n_examples: int, config: TrainingConfig) -> int:
     return min(total, config.max_steps) if config.max_steps else total
 
 
+def run_fingerprint(config: TrainingConfig, token_ids: Sequence[Sequence[int]], model: ContrastiveModel) -> str:
+    """What a checkpoint must match to be resumed: the optimisation settings (other
+    than the checkpoint options), the method and its parameters, and the data."""
+    settings = {k: v for k, v in asdict(config).items() if k not in ("checkpoint_dir", "resume", "log_every")}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    digest.update(repr(model.method).encode())
+    digest.update(model.pooling.encode())
+    for ids in token_ids:
+        digest.update(len(ids).to_bytes(4, "little"))
+        digest.update(b"".join(int(i).to_bytes(4, "little") for i in ids))
+    return digest.hexdigest()[:16]
+
+
 def _mixed_precision(config: TrainingConfig) -> str:
     if config.mixed_precision != "auto":
         return config.mixed_precision
@@ -186,6 +201,14 @@ def train(
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
     checkpoint = Path(config.checkpoint_dir) if config.checkpoint_dir else None
+    fingerprint = run_fingerprint(config, token_ids, core)
+    state["fingerprint"] = fingerprint
+    if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
+        saved = json.loads((checkpoint / TRAINER_STATE).read_text())
+        if saved.get("fingerprint") != fingerprint:
+            logger.warning("%s holds a checkpoint of a different run (settings, data or method changed); "
+                           "starting from scratch and replacing it", checkpoint)
+            shutil.rmtree(checkpoint)
     if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
         state = json.loads((checkpoint / TRAINER_STATE).read_text())
         accelerator.load_state(str(checkpoint / "accelerate"))
@@ -273,6 +296,9 @@ def train(
                 break
     progress.close()
     seconds = time.perf_counter() - started
+    if checkpoint is not None and accelerator.is_main_process and checkpoint.exists():
+        # Checkpoints exist for interrupted runs; a finished run's result is the saved model.
+        shutil.rmtree(checkpoint)
     if dev_scorer is None:
         best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
         state["best_step"] = state["step"]

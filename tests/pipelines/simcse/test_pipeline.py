@@ -17,7 +17,7 @@ from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
-from tests.conftest import ScratchProject
+from tests.conftest import PROJECT_ROOT, ScratchProject
 
 pytestmark = pytest.mark.integration
 
@@ -25,8 +25,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     import yaml
-
-    from tests.conftest import PROJECT_ROOT
 
     simcse = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_simcse.yml").read_text())["simcse"]
     simcse["training"].update({"max_steps": 20, "eval_every": 10, "batch_size": 32, "learning_rate": 1e-4})
@@ -63,16 +61,23 @@ def test_curve_metrics_and_leaderboard_row(project):
     assert "simcse" in set(table["model"])
 
 
-def test_simcse_training_raises_stsb_dev_well_above_the_untrained_model(tiny_bert, tokenizer, sts_partitions,
-                                                                        mirror_dir):
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    sentences = [line for line in lines if len(line.split()) >= 5]
+def test_simcse_training_raises_stsb_dev_above_the_untrained_model(tokenizer, sts_partitions, mirror_dir):
+    """The default encoder's [CLS] (it was trained for mean pooling, so [CLS] is its
+    weak spot) gains on STS-B dev within 25 SimCSE steps on real Wikipedia sentences.
+    A tiny random BERT cannot show this: with dropout noise as the only signal and no
+    pretrained semantics its dev score falls (measured; see docs/training.md)."""
+    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+    from contrastive_sentence_embeddings.training.run import load_pretrained
+
+    lines = mirror_dir / "wiki" / "wiki1m_head.txt"
+    sentences = [line for line in lines.read_text(encoding="utf-8").splitlines() if len(line.split()) >= 5]
     dev = DevScorer(sts_partitions)
     torch.manual_seed(0)
-    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
-    config = TrainingConfig(batch_size=32, learning_rate=3e-4, max_steps=300, eval_every=100, device="cpu",
-                            max_length=32, log_every=50)
+    encoder, _ = load_pretrained(DEFAULT_ENCODER)
+    model = ContrastiveModel(encoder, "cls_before_pooler", build_method("simcse"))
+    config = TrainingConfig(batch_size=64, learning_rate=3e-5, max_steps=25, eval_every=25, device="cpu",
+                            max_length=32, log_every=5)
     result = train(model, tokenizer, tokenize_sentences(tokenizer, sentences, 32), config, dev)
     untrained = result.curve.loc[result.curve["step"] == 0, "dev/stsb_dev"].item()
-    best = result.best_scores["stsb_dev"]
-    assert best > untrained + 10, (untrained, best)
+    assert result.best_step == 25
+    assert result.best_scores["stsb_dev"] > untrained + 2, (untrained, result.best_scores)

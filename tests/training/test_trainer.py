@@ -88,3 +88,13 @@ def test_training_curve_has_loss_rate_and_speed(tiny_bert, tokenizer, sentences)
     assert result.curve["step"].tolist() == [2, 4, 6]
     assert {"loss", "info_nce", "lr", "examples_per_second"} <= set(result.curve.columns)
     assert (result.curve["examples_per_second"] > 0).all()
+
+
+def test_a_checkpoint_of_another_run_is_not_resumed(tiny_bert, tokenizer, sentences, tmp_path, caplog):
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text('{"fingerprint": "another run", "step": 5}')
+    result = run(tiny_bert, tokenizer, sentences, max_steps=4, eval_every=2, checkpoint_dir=str(checkpoint))
+    assert result.steps == 4
+    assert "holds a checkpoint of a different run" in caplog.text
+    assert not checkpoint.exists()  # a finished run leaves no checkpoint behind

@@ -77,7 +77,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output:
         training_args = SentenceTransformerTrainingArguments(
             output_dir=output, per_device_train_batch_size=args.batch_size, max_steps=args.steps,
-            learning_rate=args.learning_rate, warmup_ratio=0.0, lr_scheduler_type="linear", weight_decay=0.0,
+            learning_rate=args.learning_rate, warmup_steps=0, lr_scheduler_type="linear", weight_decay=0.0,
             max_grad_norm=1e9, save_strategy="no", report_to="none", logging_steps=10**6, use_cpu=True,
             dataloader_drop_last=True, seed=0,
         )

@@ -36,8 +36,7 @@ def read_stsb(
     strict mode.
     """
     rows = []
-    for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{raw.label}:{number}"
+    for _, where, line in raw.iter_located_lines(report, on_bad_input):
         if not line.strip():
             report.drop("empty line", where=where)
             continue

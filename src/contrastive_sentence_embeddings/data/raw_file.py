@@ -71,6 +71,16 @@ class RawFile:
                     text = text[1:]
                 yield number, text.rstrip("\r\n")
 
+    def iter_located_lines(
+        self, report: StepReport, on_bad_input: str = "skip"
+    ) -> Iterator[tuple[int, str, str]]:
+        """:meth:`iter_lines` with each line's ``file:line`` location, for readers that
+        report bad rows. The label is resolved once per file, not once per line (it
+        touches the file system)."""
+        label = self.label
+        for number, text in self.iter_lines(report, on_bad_input):
+            yield number, f"{label}:{number}", text
+
     def read_numbered_lines(
         self, report: StepReport, on_bad_input: str = "skip"
     ) -> tuple[dict[int, str], int]:

@@ -150,8 +150,7 @@ def read_sick(raw: RawFile, split: str, report: StepReport, on_bad_input: str = 
     relatedness score of the test split."""
     sentence1, sentence2, values = [], [], []
     header_seen = False
-    for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{raw.label}:{number}"
+    for _, where, line in raw.iter_located_lines(report, on_bad_input):
         fields = line.split("\t")
         if not header_seen:
             if fields[: len(SICK_HEADER)] != SICK_HEADER:

@@ -238,9 +238,7 @@ def read_sentence_file(
 def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``sentence<TAB>label`` lines of SentEval's binary SST files, label 0 or 1."""
     sentences, labels = [], []
-    label = raw.label  # resolved once: it touches the file system
-    for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{label}:{number}"
+    for _, where, line in raw.iter_located_lines(report, on_bad_input):
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -264,9 +262,7 @@ def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> Tr
 def read_trec(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``COARSE:fine question`` lines of TREC; the label is the coarse class."""
     sentences, labels = [], []
-    label = raw.label  # resolved once: it touches the file system
-    for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{label}:{number}"
+    for _, where, line in raw.iter_located_lines(report, on_bad_input):
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -292,9 +288,7 @@ def read_mrpc(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> T
     """Rows of an MRPC file: ``Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String``
     after a header row (recognised by its first field, not counted as a row)."""
     first, second, labels = [], [], []
-    label = raw.label  # resolved once: it touches the file system
-    for number, line in raw.iter_lines(report, on_bad_input):
-        where = f"{label}:{number}"
+    for number, where, line in raw.iter_located_lines(report, on_bad_input):
         fields = line.split("\t")
         if number == 1 and fields[0].strip() == MRPC_HEADER_FIRST_FIELD:
             report.rows_in -= 1  # the header names the columns; it is not a row

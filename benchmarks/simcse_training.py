@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
@@ -48,9 +48,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     sentences = pd.read_parquet(args.sentences)["sentence"].tolist()[: args.steps * args.batch_size]
-    folder = resolve_mirror_dir() / "sts"
-    dev = DevScorer({p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*")
-                     if p.is_file()})
+    dev = DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
 
     # --- ours ---
     torch.manual_seed(0)

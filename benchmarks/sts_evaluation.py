@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
@@ -29,11 +29,6 @@ from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import distinct_sentences, read_sts_benchmark, score_sts
 
 RESULTS = Path(__file__).parent / "results" / "sts_evaluation.json"
-
-
-def sts_partitions() -> dict:
-    folder = resolve_mirror_dir() / "sts"
-    return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()}
 
 
 def main() -> None:
@@ -46,7 +41,7 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    suite = read_sts_benchmark(sts_partitions(), StepReport("sts"))
+    suite = read_sts_benchmark(folder_partitions(resolve_mirror_dir() / "sts"), StepReport("sts"))
     sentences = distinct_sentences(suite)
     ours = SentenceEncoder.load(args.encoder, args.pooling, batch_size=args.batch_size, device="cpu")
     theirs = SentenceTransformer(resolve_encoder(args.encoder), device="cpu")

@@ -14,7 +14,7 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 
 import pytest  # noqa: E402
 
-from contrastive_sentence_embeddings.data.raw_file import RawFile  # noqa: E402
+from contrastive_sentence_embeddings.data.raw_file import RawFile, folder_partitions  # noqa: E402
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -84,8 +84,13 @@ def tiny_bert(tokenizer):
 @pytest.fixture(scope="session")
 def sts_partitions(mirror_dir):
     """The real STS files as the ``raw_sts`` partitions a pipeline node receives."""
-    folder = mirror_dir / "sts"
-    return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()}
+    return folder_partitions(mirror_dir / "sts")
+
+
+@pytest.fixture(scope="session")
+def transfer_partitions(mirror_dir):
+    """The real SentEval transfer files as the ``raw_transfer`` partitions."""
+    return folder_partitions(mirror_dir / "transfer")
 
 
 @pytest.fixture(scope="session")

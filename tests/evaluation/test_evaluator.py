@@ -4,16 +4,9 @@ multi-pooling path equal to scoring each pooling alone, and the transfer cache u
 import numpy as np
 import pytest
 
-from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation import evaluator
 from contrastive_sentence_embeddings.evaluation.sts import evaluate_sts
-
-
-@pytest.fixture(scope="module")
-def transfer_partitions(mirror_dir):
-    folder = mirror_dir / "transfer"
-    return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()}
 
 
 def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, transfer_partitions, tmp_path,

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport
 from contrastive_sentence_embeddings.evaluation import sts
 
@@ -34,13 +33,10 @@ def test_misaligned_files_are_an_error_naming_both(write_file):
         sts.read_sts_subset(inputs, gold, "STS12", "x", StepReport("sts"))
 
 
-def test_real_sts12_to_16_keep_exactly_the_scored_pairs(mirror_dir):
+def test_real_sts12_to_16_keep_exactly_the_scored_pairs(mirror_dir, sts_partitions):
     folder = mirror_dir / "sts"
-    partitions = {
-        p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in folder.rglob("*") if p.is_file()
-    }
     report = StepReport("sts")
-    years = sts.read_sts_years(partitions, report)
+    years = sts.read_sts_years(sts_partitions, report)
     assert sorted(years) == list(sts.STS_YEARS)
     assert "SMT" not in {s.subset for s in years["STS13"]}
     for year, subsets in years.items():

@@ -7,7 +7,7 @@ whole file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +92,11 @@ class RawFile:
         lines = dict(self.iter_lines(scratch, on_bad_input))
         report.absorb(scratch)
         return lines, scratch.rows_in
+
+
+def folder_partitions(folder: str | Path) -> dict[str, Callable[[], RawFile]]:
+    """Every file under ``folder`` as a Kedro ``PartitionedDataset`` of raw files loads
+    it: ``{relative/posix/path: loader}``. For scripts and tests that read a raw
+    folder (e.g. the offline mirror) without a Kedro session."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): (lambda p=p: RawFile(p)) for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -39,10 +39,11 @@ LOSSES = {"info_nce": lambda a, b: info_nce(a, b, temperature=0.05), "nt_xent": 
 # elementwise with rtol plus an absolute slack of RTOL times the tensor's largest entry.
 RTOL = 1e-6
 TIMEOUT_S = 60
-# fork starts the workers in well under a second (spawn re-imports torch in each child,
-# about 3 s more each on a small machine); it also works after the parent used its
-# OpenMP/MKL thread pools. The TIMEOUT_S guard turns any hang into a failure.
-START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+# spawn, not fork: forking a process whose OpenMP / intra-op thread pools are already
+# running can deadlock the children. In the full suite (many torch tests before this
+# one) forked workers hung past the 60 s limit on a fresh-clone CI run; spawn costs a
+# few seconds of re-importing torch per test and cannot inherit a held lock.
+START_METHOD = "spawn"
 
 
 def make_model() -> nn.Module:

@@ -7,6 +7,7 @@ import torch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import (
     TrainingConfig,
+    build_optimizer,
     parameter_groups,
     slanted_triangular,
     tokenize_sentences,
@@ -30,6 +31,15 @@ def test_warmup_then_linear_or_constant():
     assert warmup_then(9, 10, 2, "constant") == 1.0
 
 
+def test_cosine_decay_by_hand():
+    # 2 warm-up steps of 10, then 0.5 * (1 - cos(pi * remaining)), remaining = (10 - step) / 8
+    assert warmup_then(1, 10, 2, "cosine") == 1.0
+    assert warmup_then(2, 10, 2, "cosine") == pytest.approx(1.0)
+    assert warmup_then(6, 10, 2, "cosine") == pytest.approx(0.5)
+    assert warmup_then(4, 10, 2, "cosine") == pytest.approx(0.5 * (1 + 2 ** -0.5))
+    assert warmup_then(10, 10, 2, "cosine") == pytest.approx(0.0)
+
+
 def test_no_weight_decay_on_biases_and_norms():
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.LayerNorm(3), torch.nn.BatchNorm1d(3))
     decay, no_decay = parameter_groups(model, 0.1)
@@ -42,8 +52,18 @@ def test_steps_and_unknown_settings():
     assert total_steps(1000, TrainingConfig(batch_size=64, epochs=2, max_steps=7)) == 7
     with pytest.raises(ValueError, match="unknown training parameter\\(s\\): lr"):
         TrainingConfig.from_params({"lr": 1})
-    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
-        TrainingConfig.from_params({"schedule": "cosine"})
+    with pytest.raises(ValueError, match="unknown schedule .exponential."):
+        TrainingConfig.from_params({"schedule": "exponential"})
+    with pytest.raises(ValueError, match="unknown optimizer 'lamb'"):
+        TrainingConfig.from_params({"optimizer": "lamb"})
+
+
+def test_sgd_has_momentum_and_the_same_decay_groups():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.LayerNorm(3))
+    optimizer = build_optimizer(model, TrainingConfig(optimizer="sgd", learning_rate=0.5, weight_decay=1e-6))
+    assert isinstance(optimizer, torch.optim.SGD)
+    assert [g["momentum"] for g in optimizer.param_groups] == [0.9, 0.9]
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [1e-6, 0.0]
 
 
 @pytest.fixture(scope="module")

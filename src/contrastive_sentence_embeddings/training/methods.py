@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import nn
 
+from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
 from contrastive_sentence_embeddings.training import losses
 from contrastive_sentence_embeddings.training.distributed import gather_embeddings
@@ -41,9 +42,14 @@ class ContrastiveModel(nn.Module):
                                output_hidden_states=needs_hidden_states([self.pooling]), return_dict=True)
         return pool_outputs(self.pooling, outputs, attention_mask)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Logs:
-        """``{"loss": scalar to minimise, <term>: detached scalars to log}``."""
-        return self.method.loss(self, input_ids, attention_mask)
+    def forward(self, **batch: torch.Tensor) -> Logs:
+        """``{"loss": scalar to minimise, <term>: detached scalars to log}``; the batch
+        is what the method's collate function made (padded token ids by default)."""
+        return self.method.loss(self, **batch)
+
+    def sentence_encoder(self, tokenizer, device=None) -> SentenceEncoder:
+        """The encoder as it will be saved (no heads), for scoring during training."""
+        return SentenceEncoder(self.encoder, tokenizer, self.pooling, batch_size=128, device=device)
 
 
 @dataclass

@@ -1,19 +1,23 @@
 """The one training loop every method shares.
 
-``train`` takes a :class:`~.methods.ContrastiveModel` (encoder + pooling + heads +
-the method's loss), tokenised sentences and a dev scorer, and runs:
+``train`` takes a model (:class:`~.methods.ContrastiveModel`: encoder + pooling +
+heads + the method's loss as ``forward``), the training examples (tokenised sentences
+by default; any items with a ``collate`` function that turns a list of them into
+``forward``'s keyword arguments, e.g. DeCLUTR's documents or CLSR's cached pairs) and
+a dev scorer, and runs:
 
-* AdamW (no weight decay on biases and LayerNorm weights), warm-up then a linear or
-  slanted-triangular schedule (or constant), gradient-norm clipping, seeded data
-  order;
+* AdamW (no weight decay on biases and LayerNorm weights) or SGD with momentum,
+  warm-up then a linear, cosine or slanted-triangular schedule (or constant),
+  gradient-norm clipping, seeded data order;
 * accelerate for the device (CUDA when present, with bf16/fp16 mixed precision
   there; fp32 on CPU) and for multi-GPU DDP (``accelerate launch``);
-* dynamic padding: each batch padded to its own longest sentence;
+* dynamic padding: each batch padded to its own longest sentence (the default
+  collate);
 * every ``eval_every`` steps (and at step 0 and at the end) the dev scores (STS-B dev,
   SICK-R trial); the encoder weights with the best ``dev_avg`` are kept, because
   SimCSE and SCD runs can degrade late in an epoch;
 * a progress bar with the loss and examples/s, and a training curve (step, loss
-  terms, learning rate, examples/s, dev scores) returned as a table;
+  terms, learning rate, examples/s, peak memory, dev scores) returned as a table;
 * a checkpoint at each evaluation (accelerate state + trainer state + best weights),
   from which an interrupted run resumes when started again with the same settings.
 """
@@ -36,14 +40,15 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, pad_batch
+from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 BEST_WEIGHTS = "best_encoder.pt"
-SCHEDULES = ("linear", "slanted_triangular", "constant")
+SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
+OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass
@@ -57,6 +62,8 @@ class TrainingConfig:
     max_steps: int | None = None
     max_length: int = 32
     weight_decay: float = 0.0
+    optimizer: str = "adamw"           # adamw, or sgd (with momentum; CLSR's large learning rate)
+    momentum: float = 0.9              # sgd only
     warmup_ratio: float = 0.0
     schedule: str = "linear"
     cut_fraction: float = 0.1          # slanted triangular: share of steps spent rising
@@ -77,6 +84,8 @@ class TrainingConfig:
         config = cls(**params)
         if config.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        if config.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         return config
 
 
@@ -111,13 +120,16 @@ def slanted_triangular(step: int, total_steps: int, cut_fraction: float = 0.1, r
 
 
 def warmup_then(step: int, total_steps: int, warmup_steps: int, schedule: str) -> float:
-    """Learning-rate multiplier: linear warm-up, then ``linear`` decay to 0 or
-    ``constant``."""
+    """Learning-rate multiplier: linear warm-up, then ``linear`` decay to 0, half-cosine
+    ``cosine`` decay to 0 (SimCLR, CLSR), or ``constant``."""
     if step < warmup_steps:
         return (step + 1) / max(1, warmup_steps)
     if schedule == "constant":
         return 1.0
-    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    remaining = max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    if schedule == "cosine":
+        return 0.5 * (1 - math.cos(math.pi * remaining))
+    return remaining
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -140,17 +152,48 @@ def total_steps(n_examples: int, config: TrainingConfig) -> int:
     return min(total, config.max_steps) if config.max_steps else total
 
 
-def run_fingerprint(config: TrainingConfig, token_ids: Sequence[Sequence[int]], model: ContrastiveModel) -> str:
+def data_digest(examples: Sequence) -> str:
+    """A digest of the training examples: token-id lists hashed exactly, anything else
+    through its ``repr`` (callers with large tensors behind indices pass their own)."""
+    digest = hashlib.sha256()
+    for example in examples:
+        if isinstance(example, (list, tuple)) and all(isinstance(i, int) for i in example):
+            digest.update(len(example).to_bytes(4, "little"))
+            digest.update(b"".join(int(i).to_bytes(4, "little") for i in example))
+        else:
+            digest.update(repr(example).encode())
+    return digest.hexdigest()
+
+
+def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module) -> str:
     """What a checkpoint must match to be resumed: the optimisation settings (other
-    than the checkpoint options), the method and its parameters, and the data."""
+    than the checkpoint options), the method and its parameters, the pooling and the
+    data (``data``: a digest, see :func:`data_digest`)."""
     settings = {k: v for k, v in asdict(config).items() if k not in ("checkpoint_dir", "resume", "log_every")}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(repr(model.method).encode())
-    digest.update(model.pooling.encode())
-    for ids in token_ids:
-        digest.update(len(ids).to_bytes(4, "little"))
-        digest.update(b"".join(int(i).to_bytes(4, "little") for i in ids))
+    digest.update(str(getattr(model, "pooling", "")).encode())
+    digest.update(data.encode())
     return digest.hexdigest()[:16]
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    """Peak memory of this process so far: allocated CUDA memory on a GPU, resident set
+    size on CPU (Linux reports ru_maxrss in KiB, macOS in bytes)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+def build_optimizer(model: torch.nn.Module, config: TrainingConfig) -> torch.optim.Optimizer:
+    groups = parameter_groups(model, config.weight_decay)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum)
+    return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
 def _mixed_precision(config: TrainingConfig) -> str:
@@ -165,30 +208,43 @@ def _mixed_precision(config: TrainingConfig) -> str:
 def train(
     model: ContrastiveModel,
     tokenizer,
-    token_ids: Sequence[Sequence[int]],
+    examples: Sequence,
     config: TrainingConfig,
     dev_scorer: Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]] | None = None,
+    collate: Callable[[list], dict[str, torch.Tensor]] | None = None,
+    data_fingerprint: str | None = None,
 ) -> TrainingResult:
-    """Train ``model`` on ``token_ids`` (one list per sentence) and return the best
-    encoder weights by dev score (the last ones without a dev scorer)."""
-    from accelerate import Accelerator
+    """Train ``model`` on ``examples`` and return the best ``model.encoder`` weights by
+    dev score (the last ones without a dev scorer).
+
+    ``examples`` are token-id lists (one per sentence) unless ``collate`` is given; it
+    turns a list of examples into the keyword arguments of ``model.forward``.
+    ``data_fingerprint`` identifies the data for resuming (default: a digest of
+    ``examples``). The dev scorer encodes with ``model.sentence_encoder(tokenizer,
+    device)``: the encoder as it stands, pooled the way it will be saved."""
+    from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    if len(token_ids) < config.batch_size:
-        raise ValueError(f"{len(token_ids)} training sentences cannot fill a batch of {config.batch_size}")
-    accelerator = Accelerator(mixed_precision=_mixed_precision(config), cpu=config.device == "cpu")
+    if len(examples) < config.batch_size:
+        raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}")
+    # Unused parameters are normal here (e.g. BERT's pooler under [CLS]-before-pooler or
+    # mean pooling), and DDP refuses them unless told to look for them.
+    accelerator = Accelerator(mixed_precision=_mixed_precision(config), cpu=config.device == "cpu",
+                              kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     set_seed(config.seed)
-    steps = total_steps(len(token_ids), config)
-    dropped = len(token_ids) % config.batch_size
+    steps = total_steps(len(examples), config)
+    dropped = len(examples) % config.batch_size
     if dropped:
-        logger.info("%d sentences do not fill the last batch of each epoch and are left out of it "
+        logger.info("%d examples do not fill the last batch of each epoch and are left out of it "
                     "(the order is reshuffled every epoch)", dropped)
+    if collate is None:
+        def collate(rows):  # noqa: E306 - the default: dynamic padding of token ids
+            return pad_batch(rows, tokenizer.pad_token_id)
 
     generator = torch.Generator().manual_seed(config.seed)
-    loader = DataLoader(list(range(len(token_ids))), batch_size=config.batch_size, shuffle=True, drop_last=True,
-                        generator=generator,
-                        collate_fn=lambda rows: pad_batch([token_ids[i] for i in rows], tokenizer.pad_token_id))
-    optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.learning_rate)
+    loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
+                        generator=generator, collate_fn=lambda rows: collate([examples[i] for i in rows]))
+    optimizer = build_optimizer(model, config)
     warmup = int(config.warmup_ratio * steps)
     if config.schedule == "slanted_triangular":
         multiplier = lambda step: slanted_triangular(step, steps, config.cut_fraction)  # noqa: E731
@@ -201,7 +257,7 @@ def train(
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
     checkpoint = Path(config.checkpoint_dir) if config.checkpoint_dir else None
-    fingerprint = run_fingerprint(config, token_ids, core)
+    fingerprint = run_fingerprint(config, data_fingerprint or data_digest(examples), core)
     state["fingerprint"] = fingerprint
     if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
         saved = json.loads((checkpoint / TRAINER_STATE).read_text())
@@ -220,8 +276,7 @@ def train(
         nonlocal best_state
         if dev_scorer is None or not accelerator.is_main_process:
             return
-        encoder = SentenceEncoder(core.encoder, tokenizer, core.pooling, batch_size=128, device=accelerator.device)
-        scores = dev_scorer(encoder.encode)
+        scores = dev_scorer(core.sentence_encoder(tokenizer, accelerator.device).encode)
         row = {"step": state["step"], **{f"dev/{k}": v for k, v in scores.items()}}
         state["curve"].append(row)
         if scores["dev_avg"] > state["best_scores"].get("dev_avg", -math.inf):
@@ -281,9 +336,11 @@ def train(
                 elapsed = time.perf_counter() - window_start
                 row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
                        "examples_per_second": window_count * config.batch_size * accelerator.num_processes / elapsed,
+                       "peak_memory_gib": round(peak_memory_gib(accelerator.device), 3),
                        **{k: v / window_count for k, v in window_loss.items()}}
                 state["curve"].append(row)
-                progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.0f}")
+                progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.1f}",
+                                     mem=f"{row['peak_memory_gib']:.1f}G")
                 window_loss, window_count, window_start = {}, 0, time.perf_counter()
             progress.update(1)
             if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
@@ -304,12 +361,13 @@ def train(
         state["best_step"] = state["step"]
     curve = _curve_table(state["curve"])
     rate = state["examples"] / max(seconds, 1e-9)
-    logger.info("trained %d steps in %.0f s (%.1f examples/s); best dev_avg %s at step %d", state["step"], seconds,
-                rate, f"{state['best_scores'].get('dev_avg', float('nan')):.2f}", state["best_step"])
-    if torch.cuda.is_available() and accelerator.device.type == "cuda":
-        logger.info("peak GPU memory %.2f GiB", torch.cuda.max_memory_allocated() / 2**30)
+    peak = peak_memory_gib(accelerator.device)
+    logger.info("trained %d steps in %.0f s (%.1f examples/s, peak %s memory %.2f GiB); best dev_avg %s at step %d",
+                state["step"], seconds, rate, "GPU" if accelerator.device.type == "cuda" else "process", peak,
+                f"{state['best_scores'].get('dev_avg', float('nan')):.2f}", state["best_step"])
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
-                          {"config": asdict(config), "num_processes": accelerator.num_processes})
+                          {"config": asdict(config), "num_processes": accelerator.num_processes,
+                           "peak_memory_gib": round(peak, 3)})
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

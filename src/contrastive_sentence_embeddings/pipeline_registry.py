@@ -17,6 +17,7 @@ from kedro.pipeline import Pipeline
 from contrastive_sentence_embeddings.pipelines import (
     baseline,
     data_processing,
+    declutr,
     evaluation,
     imsimcse,
     leaderboard,
@@ -33,6 +34,7 @@ BLOCKS = {
     "simcse": simcse,
     "scd": scd,
     "imsimcse": imsimcse,
+    "declutr": declutr,
 }
 # Block name -> the metrics data set(s) it writes.
 METRICS_OUTPUTS = {
@@ -41,9 +43,10 @@ METRICS_OUTPUTS = {
     "simcse": ["simcse_metrics"],
     "scd": ["scd_metrics"],
     "imsimcse": ["imsimcse_metrics"],
+    "declutr": ["declutr_metrics"],
 }
 # Blocks that train on prepared data also run data preparation.
-NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse"}
+NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse", "declutr"}
 
 
 def register_pipelines() -> dict[str, Pipeline]:

@@ -75,7 +75,7 @@ def test_imsimcse_third_pass_is_dropout_free_and_leaves_the_model_in_train_mode(
     assert model.training and all(m.training for m in model.modules())
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"declutr"}))  # DeCLUTR's batches: test_declutr.py
 def test_loss_decreases_on_a_fixed_batch(tiny_bert, batch, method):
     params = {"projector_widths": [32, 32]} if method == "scd" else {}
     model = fresh(tiny_bert, method, **params)

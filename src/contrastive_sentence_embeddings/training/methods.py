@@ -1,6 +1,7 @@
-"""The dropout-based methods as batch recipes: how a batch of sentences becomes
-views, which heads the views go through, and which loss of :mod:`.losses` they feed.
-The training loop (:mod:`.trainer`) is the same for all of them.
+"""The methods as batch recipes: how a batch (of sentences, or of DeCLUTR's
+documents) becomes views, which heads the views go through, and which loss of
+:mod:`.losses` they feed. The training loop (:mod:`.trainer`) is the same for all of
+them.
 
 A method is called inside the model's single ``forward`` (so that DistributedDataParallel
 sees one forward per step however many encoder passes the recipe makes). Embeddings
@@ -13,15 +14,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
+import logging
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
 from contrastive_sentence_embeddings.training import losses
-from contrastive_sentence_embeddings.training.distributed import gather_embeddings
+from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, unbucket
+from contrastive_sentence_embeddings.training.distributed import gather_embeddings, world_size
 from contrastive_sentence_embeddings.training.dropout import dropout_off, dropout_rate
 from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
+
+logger = logging.getLogger(__name__)
 
 Logs = dict[str, torch.Tensor]
 
@@ -30,17 +37,24 @@ class ContrastiveModel(nn.Module):
     """The encoder being trained, its pooling, the method's training-only heads, and
     the method's loss as ``forward``. Only ``encoder`` is saved at the end."""
 
-    def __init__(self, encoder: nn.Module, pooling: str, method: "Method"):
+    def __init__(self, encoder: nn.Module, pooling: str, method: "Method",
+                 pretrained_heads: Mapping[str, nn.Module] | None = None):
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
         self.method = method
         self.heads = method.build_heads(encoder.config.hidden_size)
+        self.heads.update(dict(pretrained_heads or {}))
 
-    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """``(pooled embeddings, the encoder's outputs)``: for recipes that also need
+        the token states (DeCLUTR's MLM)."""
         outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                output_hidden_states=needs_hidden_states([self.pooling]), return_dict=True)
-        return pool_outputs(self.pooling, outputs, attention_mask)
+        return pool_outputs(self.pooling, outputs, attention_mask), outputs
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encode_tokens(input_ids, attention_mask)[0]
 
     def forward(self, **batch: torch.Tensor) -> Logs:
         """``{"loss": scalar to minimise, <term>: detached scalars to log}``; the batch
@@ -62,7 +76,12 @@ class Method:
     gathers_embeddings = True
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        """Training-only heads built from scratch."""
         return nn.ModuleDict()
+
+    def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
+        """Training-only heads loaded with the encoder (DeCLUTR's MLM head)."""
+        return {}
 
     def loss(self, model: ContrastiveModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Logs:
         raise NotImplementedError
@@ -167,7 +186,91 @@ class ImSimCSE(Method):
         return {"loss": value, "off_dropout_info_nce": contrastive.detach(), "dcl": dcl.detach()}
 
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE)}
+@dataclass
+class DeCLUTR(Method):
+    """DeCLUTR (Giorgi et al., 2021): anchors and positives are spans of the same
+    documents (batches from :class:`.declutr.DeclutrCollate`). The ``P`` positives of
+    an anchor are embedded and averaged into one; ``losses.nt_xent`` over the anchors
+    and averaged positives (every other anchor and positive of the batch, including
+    those of the same document, is a negative) plus, when ``mlm`` is on, the masked-LM
+    loss of the anchors, computed from the same forward pass that embeds the masked
+    anchor::
+
+        loss = nt_xent(anchors, mean_p(positives), temperature) + mlm_cross_entropy
+
+    ``mlm_cross_entropy`` is the mean over every masked anchor token of the batch."""
+
+    name = "declutr"
+    temperature: float = 0.05
+    mlm: bool = True
+    mlm_probability: float = 0.15
+    bucket_tokens: int = 4096   # padded tokens per forward pass when bucketing spans by length
+
+    def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
+        return {"mlm": load_mlm_head(source, encoder)} if self.mlm else {}
+
+    def loss(self, model, anchors: list[dict], positives: list[dict]) -> Logs:
+        pieces, rows = [], []
+        mlm_sum = torch.zeros((), device=anchors[0]["input_ids"].device)
+        mlm_tokens = 0
+        for bucket in anchors:
+            pooled, outputs = model.encode_tokens(bucket["input_ids"], bucket["attention_mask"])
+            pieces.append(pooled)
+            rows.append(bucket["rows"])
+            labels = bucket.get("mlm_labels")
+            if labels is not None and "mlm" in model.heads:
+                chosen = labels != IGNORE_INDEX
+                if chosen.any():  # the head only on the masked positions: no logits for the rest
+                    logits = model.heads["mlm"](outputs.last_hidden_state[chosen])
+                    mlm_sum = mlm_sum + F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
+                    mlm_tokens += int(chosen.sum())
+        anchor_embeddings = unbucket(pieces, rows, sum(len(r) for r in rows))
+        positive_rows = [bucket["rows"] for bucket in positives]
+        positive_embeddings = unbucket([model.embed(b["input_ids"], b["attention_mask"]) for b in positives],
+                                       positive_rows, sum(len(r) for r in positive_rows))
+        per_anchor = positive_embeddings.shape[0] // anchor_embeddings.shape[0]
+        averaged = positive_embeddings.view(anchor_embeddings.shape[0], per_anchor, -1).mean(dim=1)
+        contrastive = losses.nt_xent(*gather_embeddings(anchor_embeddings, averaged), self.temperature)
+        logs = {"nt_xent": contrastive.detach()}
+        value = contrastive
+        if self.mlm:
+            mlm = mlm_sum / max(mlm_tokens, 1)
+            # The trainer multiplies the loss by the number of processes to undo DDP's
+            # averaging of the gathered term; the per-process MLM term is divided here
+            # so that it ends up averaged over processes as usual.
+            value = value + mlm / world_size()
+            logs["mlm"] = mlm.detach()
+        return {"loss": value, **logs}
+
+
+def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
+    """The masked-LM head of ``source`` (e.g. BERT's ``cls``, RoBERTa's ``lm_head``),
+    with its output embedding tied to ``encoder``'s input embedding as in the
+    pretrained model. An encoder that ships no head (all-MiniLM-L6-v2) gets a newly
+    initialised one, which is logged. Only models whose head is one module next to the
+    base model are supported (BERT, RoBERTa, DistilRoBERTa, XLM-R, ...)."""
+    from transformers import AutoModelForMaskedLM
+
+    masked_lm, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
+    base = masked_lm.base_model
+    children = [(name, module) for name, module in masked_lm.named_children() if module is not base]
+    if len(children) != 1:
+        raise ValueError(f"{source}: {type(masked_lm).__name__} has no single masked-LM head module "
+                         f"({[name for name, _ in children]}); turn MLM off (method.mlm: false)")
+    name, head = children[0]
+    if getattr(masked_lm.config, "tie_word_embeddings", False):
+        masked_lm.get_output_embeddings().weight = encoder.get_input_embeddings().weight
+    new = sorted(key for key in info.get("missing_keys", ()) if key.startswith(f"{name}."))
+    if new:
+        logger.warning("%s ships no masked-LM head: DeCLUTR's MLM uses a newly initialised one (%d weights, "
+                       "e.g. %s)%s", source, len(new), new[0],
+                       "; its decoder is tied to the word embeddings" if masked_lm.config.tie_word_embeddings else "")
+    else:
+        logger.info("DeCLUTR's MLM uses the pretrained masked-LM head of %s (%s)", source, type(head).__name__)
+    return head
+
+
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE, DeCLUTR)}
 
 
 def build_method(name: str, params: Mapping | None = None) -> Method:

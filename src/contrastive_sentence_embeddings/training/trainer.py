@@ -135,13 +135,15 @@ def warmup_then(step: int, total_steps: int, warmup_steps: int, schedule: str) -
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """AdamW groups: weight decay on weight matrices, none on biases and normalisation
     weights (LayerNorm, BatchNorm), as BERT and DeCLUTR train."""
-    decay, no_decay = [], []
+    decay, no_decay, seen = [], [], set()
     for module in model.modules():
         is_norm = isinstance(module, (torch.nn.LayerNorm, torch.nn.modules.batchnorm._BatchNorm)) or \
             "norm" in type(module).__name__.lower()
         for name, parameter in module.named_parameters(recurse=False):
-            if not parameter.requires_grad:
+            # Tied weights (an MLM decoder sharing the word embeddings) are one parameter.
+            if not parameter.requires_grad or id(parameter) in seen:
                 continue
+            seen.add(id(parameter))
             (no_decay if is_norm or name.endswith("bias") else decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
@@ -309,6 +311,8 @@ def train(
         epoch, done_in_epoch = divmod(state["step"], steps_per_epoch)
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(epoch)
+        if hasattr(collate, "set_epoch"):  # e.g. DeCLUTR: each epoch has its own sampled spans
+            collate.set_epoch(epoch)
         generator.manual_seed(config.seed + epoch)  # the same order on resume
         batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
         for batch in batches:

@@ -1,0 +1,243 @@
+"""DeCLUTR's batches (Giorgi et al., 2021, "DeCLUTR: Deep Contrastive Learning for
+Unsupervised Textual Representations", ACL 2021): documents in, token spans out.
+
+A batch is N documents. Each document brings the A anchor spans and A x P positive
+spans that the data-preparation pipeline sampled for it (``data.spans``, one set per
+epoch). The collate function cuts the spans out of the document's token ids, adds
+the encoder's special tokens, masks the anchors for MLM, and groups the sequences
+into length buckets, each padded to its own longest member, so that a batch of 32- to
+512-token spans does not pay for padding every span to 512:
+
+* ``anchors``: buckets of the N*A anchors (``input_ids`` masked for MLM when MLM is
+  on, ``attention_mask``, ``mlm_labels`` with -100 on unmasked positions, ``rows``:
+  each sequence's place in document order);
+* ``positives``: buckets of the N*A*P positives, in the same style (no masking);
+  after un-bucketing, rows ``[i*P, (i+1)*P)`` are the positives of anchor ``i``.
+
+Everything random here (which tokens are masked and how) is seeded per (seed, epoch,
+document), like the spans: a batch does not depend on the batches before it, so a
+resumed run sees the masks an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100  # label of positions that carry no MLM loss (PyTorch's cross-entropy default)
+
+
+@dataclass(frozen=True)
+class DocumentSpans:
+    """The spans of one document in one epoch: ``anchors[i] = (start, end)`` and
+    ``positives[i] = [(start, end), ...]`` (P of them), token offsets into the
+    document's ids without special tokens, half-open."""
+
+    doc_id: str
+    epoch: int
+    anchors: tuple[tuple[int, int], ...]
+    positives: tuple[tuple[tuple[int, int], ...], ...]
+
+
+def spans_by_document(spans: pd.DataFrame) -> dict[tuple[int, str], DocumentSpans]:
+    """``(epoch, doc_id) -> DocumentSpans`` from the ``declutr_spans`` table (one row
+    per epoch, document and anchor). Every document must have the same number of
+    anchors and every anchor the same number of positives, since the loss reshapes
+    them into a grid; a table that breaks this is refused."""
+    required = {"epoch", "doc_id", "anchor", "anchor_start", "anchor_end", "positive_starts", "positive_ends"}
+    missing = required - set(spans.columns)
+    if missing:
+        raise ValueError(f"declutr_spans lacks column(s) {sorted(missing)}; rebuild it with the data_processing "
+                         "pipeline")
+    grouped: dict[tuple[int, str], DocumentSpans] = {}
+    shapes = set()
+    for (epoch, doc_id), rows in spans.sort_values(["epoch", "doc_id", "anchor"]).groupby(["epoch", "doc_id"]):
+        anchors = tuple(zip(rows["anchor_start"].astype(int), rows["anchor_end"].astype(int)))
+        positives = tuple(
+            tuple(zip(map(int, starts), map(int, ends)))
+            for starts, ends in zip(rows["positive_starts"], rows["positive_ends"])
+        )
+        shapes.add((len(anchors), *{len(p) for p in positives}))
+        grouped[(int(epoch), str(doc_id))] = DocumentSpans(str(doc_id), int(epoch), anchors, positives)
+    if len(shapes) > 1:
+        raise ValueError(f"declutr_spans: documents differ in anchors x positives {sorted(shapes)}; every "
+                         "document needs the same number of each")
+    return grouped
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    maskable: torch.Tensor,
+    mask_token_id: int,
+    vocab_size: int,
+    generator: torch.Generator,
+    probability: float = 0.15,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking: each ``maskable`` position is chosen with ``probability``; a
+    chosen token is replaced by the mask token with probability 0.8, by a uniformly
+    random token with 0.1, and kept with 0.1. Returns ``(masked_ids, labels)``:
+    ``labels`` holds the original id at chosen positions and -100 elsewhere (no loss).
+    ``maskable`` is False on special tokens and padding."""
+    chosen = (torch.rand(input_ids.shape, generator=generator) < probability) & maskable
+    action = torch.rand(input_ids.shape, generator=generator)
+    replace_by_mask = chosen & (action < 0.8)
+    replace_by_random = chosen & (action >= 0.8) & (action < 0.9)
+    masked = input_ids.clone()
+    masked[replace_by_mask] = mask_token_id
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
+    masked[replace_by_random] = random_ids[replace_by_random]
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    return masked, labels
+
+
+def length_buckets(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped into buckets of similar length: sorted by length, a bucket
+    closes when one more sequence would make ``len(bucket) * longest`` exceed
+    ``max_tokens`` (the padded size of one forward pass). A sequence longer than
+    ``max_tokens`` gets a bucket of its own."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and (len(current) + 1) * lengths[index] > max_tokens:
+            buckets.append(current)
+            current = []
+        current.append(index)
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def unbucket(pieces: Sequence[torch.Tensor], rows: Sequence[torch.Tensor], total: int) -> torch.Tensor:
+    """The per-bucket results ``pieces[b]`` (one row per sequence of bucket ``b``) put
+    back into the original order given by ``rows[b]``."""
+    out = pieces[0].new_empty((total, *pieces[0].shape[1:]))
+    for piece, index in zip(pieces, rows):
+        out[index.to(out.device)] = piece
+    return out
+
+
+@dataclass
+class DeclutrCollate:
+    """Builds a DeCLUTR batch from document ids (the trainer's examples). The epoch
+    is set by the trainer before each pass over the data (``set_epoch``) and picks
+    that epoch's spans; a document with no spans in that epoch (too short for the
+    lengths drawn) is left out of its batch and counted."""
+
+    token_ids: Mapping[str, Sequence[int]]
+    spans: Mapping[tuple[int, str], DocumentSpans]
+    tokenizer: object
+    max_span_tokens: int
+    mlm_probability: float | None = 0.15
+    bucket_tokens: int = 4096
+    seed: int = 42
+    epoch: int = 0
+    skipped: int = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        available = sorted({e for e, _ in self.spans})
+        if epoch not in available:
+            raise ValueError(f"declutr_spans has spans for epoch(s) {available} but training reached epoch {epoch}: "
+                             "raise data_processing.declutr_spans.epochs to at least the training epochs")
+        self.epoch = epoch
+
+    def __post_init__(self) -> None:
+        self._prefix, self._suffix = special_token_template(self.tokenizer)
+
+    def _sequence(self, doc: Sequence[int], start: int, end: int) -> list[int]:
+        # Spans are cut from ids without special tokens; too-long spans are clipped so
+        # that the span plus [CLS]/[SEP] (or <s>/</s>) fits the model.
+        end = min(end, start + self.max_span_tokens)
+        return [*self._prefix, *doc[start:end], *self._suffix]
+
+    def __call__(self, doc_ids: Sequence[str]) -> dict:
+        anchors, positives, generators = [], [], []
+        for doc_id in doc_ids:
+            document = self.spans.get((self.epoch, doc_id))
+            if document is None:
+                self.skipped += 1
+                continue
+            tokens = self.token_ids[doc_id]
+            for anchor, ((start, end), anchor_positives) in enumerate(zip(document.anchors, document.positives)):
+                anchors.append(self._sequence(tokens, start, end))
+                generators.append(_document_generator(self.seed, self.epoch, doc_id, anchor))
+                positives.extend(self._sequence(tokens, s, e) for s, e in anchor_positives)
+        if not anchors:
+            raise ValueError(f"no document of this batch has spans for epoch {self.epoch}")
+        return {
+            "anchors": self._buckets(anchors, generators if self.mlm_probability else None),
+            "positives": self._buckets(positives, None),
+        }
+
+    def _buckets(self, sequences: list[list[int]], generators: list[torch.Generator] | None) -> list[dict]:
+        special = self.tokenizer.all_special_ids
+        buckets = []
+        for members in length_buckets([len(s) for s in sequences], self.bucket_tokens):
+            longest = max(len(sequences[i]) for i in members)
+            input_ids = torch.full((len(members), longest), self.tokenizer.pad_token_id, dtype=torch.long)
+            attention_mask = torch.zeros((len(members), longest), dtype=torch.long)
+            for row, index in enumerate(members):
+                input_ids[row, : len(sequences[index])] = torch.as_tensor(sequences[index])
+                attention_mask[row, : len(sequences[index])] = 1
+            bucket = {"input_ids": input_ids, "attention_mask": attention_mask,
+                      "rows": torch.as_tensor(members, dtype=torch.long)}
+            if generators is not None:
+                maskable = attention_mask.bool() & ~torch.isin(input_ids, torch.as_tensor(special))
+                masked, labels = [], []
+                for row, index in enumerate(members):
+                    ids, lab = mask_tokens(input_ids[row : row + 1], maskable[row : row + 1],
+                                           self.tokenizer.mask_token_id, len(self.tokenizer), generators[index],
+                                           self.mlm_probability)
+                    masked.append(ids)
+                    labels.append(lab)
+                bucket["input_ids"] = torch.cat(masked)
+                bucket["mlm_labels"] = torch.cat(labels)
+            buckets.append(bucket)
+        return buckets
+
+
+def special_token_template(tokenizer) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer puts before and after one sequence
+    (``[CLS]`` / ``[SEP]`` for BERT, ``<s>`` / ``</s>`` for RoBERTa), read off its
+    encoding of a one-word text, so that spans cut from pre-tokenised documents get
+    exactly what the tokenizer would add."""
+    bare = tokenizer("hello", add_special_tokens=False)["input_ids"]
+    full = tokenizer("hello", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start : start + len(bare)] == bare:
+            return full[:start], full[start + len(bare) :]
+    raise ValueError(f"cannot tell where {type(tokenizer).__name__} puts its special tokens")
+
+
+def _document_generator(seed: int, epoch: int, doc_id: str, anchor: int) -> torch.Generator:
+    """The masking generator of one anchor: seeded by (seed, epoch, document, anchor)."""
+    mixed = np.random.SeedSequence([seed, epoch, zlib.crc32(doc_id.encode("utf-8")), anchor]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(mixed))
+
+
+def training_documents(long_documents: pd.DataFrame, spans: Mapping[tuple[int, str], DocumentSpans],
+                       vocab_size: int) -> dict[str, list[int]]:
+    """Token ids of the documents that have spans, checked against the vocabulary (the
+    documents must have been tokenised with this encoder's tokenizer)."""
+    wanted = {doc_id for _, doc_id in spans}
+    missing = wanted - set(long_documents["doc_id"])
+    if missing:
+        raise ValueError(f"declutr_spans names {len(missing)} document(s) not in long_documents "
+                         f"(e.g. {sorted(missing)[:3]}); rebuild both with the data_processing pipeline")
+    token_ids = {}
+    for doc_id, ids in zip(long_documents["doc_id"], long_documents["input_ids"]):
+        if doc_id in wanted:
+            ids = [int(i) for i in ids]
+            if ids and max(ids) >= vocab_size:
+                raise ValueError(f"long_documents: {doc_id} has token id {max(ids)} >= the tokenizer's vocabulary "
+                                 f"({vocab_size}); it was tokenised with another encoder, rerun data_processing")
+            token_ids[doc_id] = ids
+    return token_ids

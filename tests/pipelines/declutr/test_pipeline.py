@@ -1,0 +1,57 @@
+"""``kedro run --pipelines=declutr`` end to end with a tiny random encoder: raw data ->
+long documents -> sampled spans -> DeCLUTR (contrastive + MLM) -> saved model ->
+STS metrics -> leaderboard row."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from tests.conftest import PROJECT_ROOT, ScratchProject
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
+    import yaml
+
+    declutr = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_declutr.yml").read_text())["declutr"]
+    # 112 documents in batches of 40: 2 steps an epoch, 2 epochs, each with its own spans.
+    declutr["training"].update({"batch_size": 40, "epochs": 2, "max_steps": None, "eval_every": 2,
+                                "log_every": 1})
+    scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
+                             {"encoder": str(tiny_bert_dir), "declutr": declutr})
+    scratch.run(["declutr"])
+    yield scratch
+    scratch.close()
+
+
+def test_the_saved_model_is_the_bare_encoder_and_loads_everywhere(project):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    path = project.root / "data/06_models/declutr"
+    metadata = json.loads((path / "cse_metadata.json").read_text())
+    assert metadata["method"] == "declutr" and metadata["pooling"] == "mean"
+    assert metadata["steps"] == 4 and metadata["train_documents"] == 112 and metadata["span_epochs"] == 3
+    assert metadata["peak_memory_gib"] > 0
+    assert not any(key.startswith(("cls.", "predictions")) for key in AutoModel.from_pretrained(path).state_dict())
+    sentences = ["a man is playing a guitar", "the weather is nice"]
+    ours = SentenceEncoder.load(str(path), device="cpu").encode(sentences)
+    theirs = SentenceTransformer(str(path), device="cpu").encode(sentences)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_curve_has_both_loss_terms_metrics_and_leaderboard_row(project):
+    curve = pd.read_csv(project.root / "data/08_reporting/training_curves/declutr.csv")
+    assert curve["step"].max() == 4 and curve["dev/dev_avg"].notna().sum() == 3  # steps 0, 2, 4
+    assert curve[["nt_xent", "mlm", "peak_memory_gib"]].notna().any().all()
+    assert set(curve["epoch"].dropna()) == {0.0, 1.0}
+    metrics = json.loads((project.root / "data/08_reporting/metrics/declutr.json").read_text())
+    assert metrics["model"]["method"] == "declutr" and np.isfinite(metrics["sts_avg"])
+    assert "declutr" in set(pd.read_csv(project.root / "data/08_reporting/leaderboard.csv")["model"])

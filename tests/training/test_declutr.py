@@ -1,0 +1,223 @@
+"""DeCLUTR's batches and loss on real WikiText documents: spans line up with their
+documents, MLM masks what BERT masks, bucketing changes nothing but the padding, and
+the averaged-positive NT-Xent equals a computation by hand."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from contrastive_sentence_embeddings.data import documents as docs
+from contrastive_sentence_embeddings.data import wikipedia
+from contrastive_sentence_embeddings.data.raw_file import RawFile
+from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
+from contrastive_sentence_embeddings.training.declutr import (
+    IGNORE_INDEX,
+    DeclutrCollate,
+    length_buckets,
+    mask_tokens,
+    special_token_template,
+    spans_by_document,
+    training_documents,
+    unbucket,
+)
+from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method, load_mlm_head
+
+SPANS = SpanConfig(num_anchors=2, num_positives=2, min_length=16, max_length=64, anchor_gap=16)
+
+
+@pytest.fixture(scope="module")
+def documents(mirror_dir, tokenizer) -> pd.DataFrame:
+    """Eight real WikiText-2 articles, tokenised like the data_processing pipeline does."""
+    raw = RawFile(mirror_dir / "longdocs" / "wikitext-2.valid.txt")
+    articles = wikipedia.parse_wikitext(raw, StepReport("test"))[:8]
+    table = docs.wikitext_documents(articles, "wikitext-2.valid.txt", tokenizer.unk_token)
+    table["input_ids"] = docs.tokenize_documents(table["text"].tolist(), tokenizer)
+    table["n_tokens"] = table["input_ids"].map(len)
+    return table
+
+
+@pytest.fixture(scope="module")
+def span_table(documents) -> pd.DataFrame:
+    return sample_spans(documents["doc_id"].tolist(), documents["n_tokens"].tolist(), SPANS, seed=3, epochs=2,
+                        report=StepReport("spans"))
+
+
+def make_collate(documents, span_table, tokenizer, **settings) -> DeclutrCollate:
+    spans = spans_by_document(span_table)
+    settings.setdefault("max_span_tokens", 126)
+    return DeclutrCollate(training_documents(documents, spans, len(tokenizer)), spans, tokenizer, **settings)
+
+
+def sequences(buckets: list[dict], key: str = "input_ids") -> list[list[int]]:
+    """The batch's sequences back in document order, padding removed."""
+    rows = {}
+    for bucket in buckets:
+        for row, index in enumerate(bucket["rows"].tolist()):
+            length = int(bucket["attention_mask"][row].sum())
+            rows[index] = bucket[key][row, :length].tolist()
+    return [rows[i] for i in range(len(rows))]
+
+
+def test_anchors_and_positives_line_up_with_their_documents(documents, span_table, tokenizer):
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=None, bucket_tokens=256)
+    collate.set_epoch(1)
+    doc_ids = documents["doc_id"].tolist()[:4]
+    batch = collate(doc_ids)
+    anchors, positives = sequences(batch["anchors"]), sequences(batch["positives"])
+    assert len(anchors) == 4 * 2 and len(positives) == 4 * 2 * 2
+    assert len(batch["anchors"]) > 1  # spans of 16-64 tokens with 256 padded tokens a bucket: several buckets
+    tokens = dict(zip(documents["doc_id"], documents["input_ids"]))
+    epoch_rows = span_table[span_table["epoch"] == 1].set_index(["doc_id", "anchor"])
+    for d, doc_id in enumerate(doc_ids):
+        for a in range(2):
+            row = epoch_rows.loc[(doc_id, a)]
+            anchor = anchors[2 * d + a]
+            assert anchor[0] == tokenizer.cls_token_id and anchor[-1] == tokenizer.sep_token_id
+            assert anchor[1:-1] == list(tokens[doc_id][row["anchor_start"] : row["anchor_end"]])
+            for p, (start, end) in enumerate(zip(row["positive_starts"], row["positive_ends"])):
+                assert positives[(2 * d + a) * 2 + p][1:-1] == list(tokens[doc_id][start:end])
+
+
+def test_each_epoch_uses_its_own_spans_and_training_past_them_is_an_error(documents, span_table, tokenizer):
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=None)
+    doc_ids = documents["doc_id"].tolist()[:2]
+    collate.set_epoch(0)
+    first = sequences(collate(doc_ids)["anchors"])
+    collate.set_epoch(1)
+    assert sequences(collate(doc_ids)["anchors"]) != first
+    with pytest.raises(ValueError, match="raise data_processing.declutr_spans.epochs"):
+        collate.set_epoch(2)
+
+
+def test_spans_are_clipped_to_the_model_length(documents, span_table, tokenizer):
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=None, max_span_tokens=20)
+    batch = collate(documents["doc_id"].tolist()[:3])
+    assert max(len(s) for s in sequences(batch["anchors"]) + sequences(batch["positives"])) == 22
+
+
+def test_special_token_template_is_what_the_tokenizer_adds(tokenizer):
+    assert special_token_template(tokenizer) == ([tokenizer.cls_token_id], [tokenizer.sep_token_id])
+
+
+def test_mask_tokens_follows_bert_15_percent_and_80_10_10():
+    generator = torch.Generator().manual_seed(0)
+    vocab, shape = 1000, (400, 500)  # 200,000 positions
+    input_ids = torch.randint(5, vocab, shape, generator=generator)
+    maskable = torch.ones(shape, dtype=torch.bool)
+    maskable[:, 0] = False  # e.g. [CLS]
+    masked, labels = mask_tokens(input_ids, maskable, mask_token_id=3, vocab_size=vocab, generator=generator)
+    chosen = labels != IGNORE_INDEX
+    assert not chosen[:, 0].any()
+    assert torch.equal(labels[chosen], input_ids[chosen])  # labels are the original tokens
+    assert torch.equal(masked[~chosen], input_ids[~chosen])  # nothing else changes
+    n = int(maskable.sum())
+    # Binomial standard deviations: sqrt(0.15 * 0.85 / n) ~ 0.0008; tolerances are ~6 sigma.
+    assert abs(int(chosen.sum()) / n - 0.15) < 0.005
+    k = int(chosen.sum())
+    as_mask = int((masked[chosen] == 3).sum()) / k
+    changed = int(((masked[chosen] != 3) & (masked[chosen] != input_ids[chosen])).sum()) / k
+    kept = int((masked[chosen] == input_ids[chosen]).sum()) / k
+    assert abs(as_mask - 0.8) < 0.015 and abs(changed - 0.1) < 0.012 and abs(kept - 0.1) < 0.012
+
+
+def test_collate_masks_15_percent_of_anchor_tokens_never_specials_nor_positives(documents, span_table, tokenizer):
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=0.15)
+    plain = make_collate(documents, span_table, tokenizer, mlm_probability=None)
+    doc_ids = documents["doc_id"].tolist()
+    batch, reference = collate(doc_ids), plain(doc_ids)
+    labels = sequences(batch["anchors"], "mlm_labels")
+    originals = sequences(reference["anchors"])
+    masked = sequences(batch["anchors"])
+    chosen = sum(sum(label != IGNORE_INDEX for label in row) for row in labels)
+    candidates = sum(len(row) - 2 for row in originals)
+    assert 0.10 < chosen / candidates < 0.20  # ~16 anchors of ~50 tokens: a loose statistical bound
+    for label, original, ids in zip(labels, originals, masked):
+        assert label[0] == label[-1] == IGNORE_INDEX and ids[0] == original[0] and ids[-1] == original[-1]
+        assert all(l in (IGNORE_INDEX, o) for l, o in zip(label, original))
+    assert sequences(batch["positives"]) == sequences(reference["positives"])
+    assert "mlm_labels" not in batch["positives"][0]
+    # Masks are seeded per (seed, epoch, document, anchor): the same in another batch.
+    again = sequences(collate(doc_ids[:1])["anchors"], "mlm_labels")
+    assert again == labels[:2]
+
+
+def test_length_buckets_respect_the_token_budget_and_cover_everything():
+    lengths = [30, 5, 100, 7, 64, 64, 12, 300]
+    buckets = length_buckets(lengths, max_tokens=128)
+    assert sorted(i for b in buckets for i in b) == list(range(len(lengths)))
+    for bucket in buckets:
+        assert len(bucket) == 1 or len(bucket) * max(lengths[i] for i in bucket) <= 128
+    assert [7] in buckets  # longer than the budget: alone
+    pieces = [torch.tensor([[float(i)] for i in b]) for b in buckets]
+    assert unbucket(pieces, [torch.tensor(b) for b in buckets], len(lengths)).flatten().tolist() == list(range(8))
+
+
+def nt_xent_by_hand(a: list[torch.Tensor], b: list[torch.Tensor], tau: float) -> float:
+    both = a + b
+    n = len(a)
+    total = 0.0
+    for k, e in enumerate(both):
+        partner = (k + n) % (2 * n)
+        sims = {l: float(torch.dot(e, f) / (e.norm() * f.norm())) / tau for l, f in enumerate(both) if l != k}
+        total += -sims[partner] + math.log(sum(math.exp(s) for s in sims.values()))
+    return total / (2 * n)
+
+
+def test_averaged_positive_nt_xent_equals_a_hand_computation(documents, span_table, tokenizer, tiny_bert):
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "mean", build_method("declutr", {"mlm": False}))
+    model.eval()  # no dropout: embeddings of single, unpadded sequences must match
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=None, bucket_tokens=200)
+    batch = collate(documents["doc_id"].tolist()[:3])
+    with torch.no_grad():
+        logs = model(**batch)
+        embed = lambda ids: model.embed(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))[0]  # noqa: E731
+        anchors = [embed(ids) for ids in sequences(batch["anchors"])]
+        positives = [embed(ids) for ids in sequences(batch["positives"])]
+    averaged = [(positives[2 * i] + positives[2 * i + 1]) / 2 for i in range(len(anchors))]
+    assert float(logs["nt_xent"]) == pytest.approx(nt_xent_by_hand(anchors, averaged, 0.05), rel=1e-4)
+    assert float(logs["loss"]) == float(logs["nt_xent"]) and "mlm" not in logs
+
+
+def test_mlm_head_is_initialised_for_an_encoder_without_one_and_tied(tiny_bert_dir, tiny_bert, caplog):
+    encoder = copy.deepcopy(tiny_bert)
+    with caplog.at_level(logging.WARNING):
+        head = load_mlm_head(str(tiny_bert_dir), encoder)
+    assert "ships no masked-LM head" in caplog.text
+    assert head.predictions.decoder.weight is encoder.get_input_embeddings().weight
+
+
+def test_declutr_loss_with_mlm_decreases_on_a_fixed_batch(documents, span_table, tokenizer, tiny_bert, tiny_bert_dir):
+    encoder = copy.deepcopy(tiny_bert)
+    torch.manual_seed(0)
+    method = build_method("declutr")
+    model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder))
+    batch = make_collate(documents, span_table, tokenizer, mlm_probability=0.15)(documents["doc_id"].tolist()[:4])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    history = []
+    for _ in range(10):
+        torch.manual_seed(1)
+        logs = model(**batch)
+        optimizer.zero_grad()
+        logs["loss"].backward()
+        optimizer.step()
+        history.append({k: float(v.detach()) for k, v in logs.items()})
+    assert history[0]["mlm"] > math.log(100)  # a fresh head over a 30k vocabulary: near log(30522)
+    assert history[-1]["mlm"] < history[0]["mlm"] and history[-1]["nt_xent"] < history[0]["nt_xent"]
+    assert history[0]["loss"] == pytest.approx(history[0]["nt_xent"] + history[0]["mlm"], rel=1e-6)
+
+
+def test_bad_span_tables_are_refused_clearly(documents, span_table, tokenizer):
+    with pytest.raises(ValueError, match="declutr_spans lacks column"):
+        spans_by_document(span_table.drop(columns=["positive_ends"]))
+    spans = spans_by_document(span_table)
+    with pytest.raises(ValueError, match="not in long_documents"):
+        training_documents(documents.iloc[:2], spans, len(tokenizer))
+    with pytest.raises(ValueError, match="tokenised with another encoder"):
+        training_documents(documents, spans, vocab_size=1000)

@@ -118,3 +118,31 @@ def test_a_checkpoint_of_another_run_is_not_resumed(tiny_bert, tokenizer, senten
     assert result.steps == 4
     assert "holds a checkpoint of a different run" in caplog.text
     assert not checkpoint.exists()  # a finished run leaves no checkpoint behind
+
+
+class ScriptedDevScorer:
+    """Dev scores that follow a script, one entry per evaluation (steps 0, 2, 4)."""
+
+    def __init__(self, stsb, sick):
+        self.scores = list(zip(stsb, sick))
+
+    def __call__(self, encode):
+        assert encode(["a sentence"]).shape[0] == 1
+        stsb, sick = self.scores.pop(0)
+        return {"stsb_dev": stsb, "sickr_dev": sick, "dev_avg": (stsb + sick) / 2}
+
+
+@pytest.mark.parametrize("select_by, best_step", [("stsb_dev", 4), ("dev_avg", 0)])
+def test_the_kept_weights_are_the_best_by_the_chosen_dev_score(tiny_bert, tokenizer, sentences, select_by, best_step,
+                                                               caplog):
+    torch.manual_seed(0)
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
+    initial = {k: v.clone() for k, v in model.encoder.state_dict().items()}
+    config = TrainingConfig(batch_size=16, learning_rate=1e-3, device="cpu", max_steps=4, eval_every=2,
+                            select_by=select_by)
+    dev = ScriptedDevScorer(stsb=[80.0, 80.5, 81.0], sick=[80.0, 78.0, 78.0])  # STS-B rises, SICK-R falls more
+    result = train(model, tokenizer, tokenize_sentences(tokenizer, sentences, 32), config, dev)
+    assert result.best_step == best_step
+    kept_initial = all(torch.equal(initial[k], v) for k, v in result.best_state.items())
+    assert kept_initial == (best_step == 0)
+    assert ("kept weights are the pretrained ones" in caplog.text) == (best_step == 0)

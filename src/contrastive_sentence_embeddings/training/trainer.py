@@ -14,8 +14,10 @@ a dev scorer, and runs:
 * dynamic padding: each batch padded to its own longest sentence (the default
   collate);
 * every ``eval_every`` steps (and at step 0 and at the end) the dev scores (STS-B dev,
-  SICK-R trial); the encoder weights with the best ``dev_avg`` are kept, because
-  SimCSE and SCD runs can degrade late in an epoch;
+  SICK-R trial); the encoder weights with the best ``select_by`` score (STS-B dev, as
+  SimCSE selects; or ``dev_avg``, the mean of both) are kept, because SimCSE and SCD
+  runs can degrade late in an epoch. When no step beats step 0, the saved encoder is
+  the pretrained one, and the log says so;
 * a progress bar with the loss and examples/s, and a training curve (step, loss
   terms, learning rate, examples/s, peak memory, dev scores) returned as a table;
 * a checkpoint at each evaluation (accelerate state + trainer state + best weights),
@@ -75,6 +77,7 @@ class TrainingConfig:
     checkpoint_dir: str | None = None  # None: no checkpoints (no resume)
     resume: bool = True
     log_every: int = 10
+    select_by: str = "stsb_dev"        # the dev score that picks the kept weights: stsb_dev (SimCSE) or dev_avg
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -271,8 +274,8 @@ def train(
         state = json.loads((checkpoint / TRAINER_STATE).read_text())
         accelerator.load_state(str(checkpoint / "accelerate"))
         best_state = torch.load(checkpoint / BEST_WEIGHTS, map_location="cpu")
-        logger.info("resumed from %s at step %d (best dev_avg %.2f at step %d)", checkpoint, state["step"],
-                    state["best_scores"].get("dev_avg", float("nan")), state["best_step"])
+        logger.info("resumed from %s at step %d (best %s %.2f at step %d)", checkpoint, state["step"],
+                    config.select_by, state["best_scores"].get(config.select_by, float("nan")), state["best_step"])
 
     def evaluate() -> None:
         nonlocal best_state
@@ -281,12 +284,15 @@ def train(
         scores = dev_scorer(core.sentence_encoder(tokenizer, accelerator.device).encode)
         row = {"step": state["step"], **{f"dev/{k}": v for k, v in scores.items()}}
         state["curve"].append(row)
-        if scores["dev_avg"] > state["best_scores"].get("dev_avg", -math.inf):
+        if config.select_by not in scores:
+            raise ValueError(f"training.select_by is {config.select_by!r}, but the dev scorer gives "
+                             f"{', '.join(scores)}")
+        if scores[config.select_by] > state["best_scores"].get(config.select_by, -math.inf):
             state["best_scores"], state["best_step"] = scores, state["step"]
             best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
-        logger.info("step %d: STS-B dev %.2f, SICK-R trial %.2f (best dev_avg %.2f at step %d)", state["step"],
-                    scores.get("stsb_dev", float("nan")), scores.get("sickr_dev", float("nan")),
-                    state["best_scores"]["dev_avg"], state["best_step"])
+        logger.info("step %d: STS-B dev %.2f, SICK-R trial %.2f (best %s %.2f at step %d)", state["step"],
+                    scores.get("stsb_dev", float("nan")), scores.get("sickr_dev", float("nan")), config.select_by,
+                    state["best_scores"][config.select_by], state["best_step"])
 
     def save_checkpoint() -> None:
         if checkpoint is None:
@@ -366,9 +372,13 @@ def train(
     curve = _curve_table(state["curve"])
     rate = state["examples"] / max(seconds, 1e-9)
     peak = peak_memory_gib(accelerator.device)
-    logger.info("trained %d steps in %.0f s (%.1f examples/s, peak %s memory %.2f GiB); best dev_avg %s at step %d",
+    logger.info("trained %d steps in %.0f s (%.1f examples/s, peak %s memory %.2f GiB); best %s %s at step %d",
                 state["step"], seconds, rate, "GPU" if accelerator.device.type == "cuda" else "process", peak,
-                f"{state['best_scores'].get('dev_avg', float('nan')):.2f}", state["best_step"])
+                config.select_by, f"{state['best_scores'].get(config.select_by, float('nan')):.2f}",
+                state["best_step"])
+    if dev_scorer is not None and state["best_step"] == 0:
+        logger.warning("no training step scored above the pretrained encoder on %s: the kept weights are the "
+                       "pretrained ones (see the training curve)", config.select_by)
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(config), "num_processes": accelerator.num_processes,
                            "peak_memory_gib": round(peak, 3)})

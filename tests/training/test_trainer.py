@@ -145,4 +145,4 @@ def test_the_kept_weights_are_the_best_by_the_chosen_dev_score(tiny_bert, tokeni
     assert result.best_step == best_step
     kept_initial = all(torch.equal(initial[k], v) for k, v in result.best_state.items())
     assert kept_initial == (best_step == 0)
-    assert ("kept weights are the pretrained ones" in caplog.text) == (best_step == 0)
+    assert ("kept weights are the starting ones" in caplog.text) == (best_step == 0)

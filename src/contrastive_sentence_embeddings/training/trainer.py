@@ -377,8 +377,9 @@ def train(
                 config.select_by, f"{state['best_scores'].get(config.select_by, float('nan')):.2f}",
                 state["best_step"])
     if dev_scorer is not None and state["best_step"] == 0:
-        logger.warning("no training step scored above the pretrained encoder on %s: the kept weights are the "
-                       "pretrained ones (see the training curve)", config.select_by)
+        logger.warning("no training step scored above step 0 on %s: the kept weights are the starting ones "
+                       "(the pretrained encoder, with any newly initialised layers; see the training curve)",
+                       config.select_by)
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(config), "num_processes": accelerator.num_processes,
                            "peak_memory_gib": round(peak, 3)})

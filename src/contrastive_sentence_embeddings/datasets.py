@@ -82,7 +82,9 @@ class SentenceEncoderDataset(AbstractDataset):
 
     Saving takes a :class:`~contrastive_sentence_embeddings.training.run.TrainedEncoder`
     and writes a folder that ``SentenceTransformer(path)`` and ``AutoModel`` load (the
-    training heads are not in it), with ``cse_metadata.json`` beside the weights.
+    training heads are not in it), with ``cse_metadata.json`` beside the weights. A
+    ``head`` attribute (CLSR's trained MLP over a frozen encoder) is saved as ``Dense``
+    modules after the pooling, which ``SentenceEncoder.load`` applies too.
     Loading gives the folder's path: evaluation loads the encoder itself, on the
     device it wants.
     """
@@ -94,7 +96,8 @@ class SentenceEncoderDataset(AbstractDataset):
     def save(self, data) -> None:
         from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 
-        save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, data.metadata)
+        save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, data.metadata,
+                              head=getattr(data, "head", None))
 
     def load(self) -> str:
         from contrastive_sentence_embeddings.encoding import METADATA_FILE
@@ -110,3 +113,33 @@ class SentenceEncoderDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+class EmbeddingCacheDataset(AbstractDataset):
+    """A folder of cached sentence embeddings, content-addressed: one ``<sha256>.npy``
+    per (model key, sentence list), written and read by
+    :class:`~contrastive_sentence_embeddings.evaluation.transfer.EmbeddingCache`.
+    The key covers the encoder's identity and every sentence, so a changed encoder or
+    changed data miss and are encoded again, while the same ones hit on any later
+    run. Loading gives the folder's path (created if missing); the nodes fill it in
+    place, so the data set is never saved as a whole. Old entries are not evicted:
+    delete the folder to reclaim the space.
+    """
+
+    def __init__(self, path: str, metadata: dict | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def load(self) -> str:
+        self._path.mkdir(parents=True, exist_ok=True)
+        return str(self._path)
+
+    def save(self, data) -> None:
+        raise DatasetError(f"{self._path} is an embedding cache filled in place by the nodes that read it; "
+                           "it is not saved as a whole")
+
+    def _exists(self) -> bool:
+        return self._path.is_dir()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}

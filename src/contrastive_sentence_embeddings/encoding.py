@@ -9,6 +9,12 @@ length and batched, so each batch is padded only to its own longest sentence
 One forward pass can feed several pooling methods at once, which is how the
 ``baseline`` pipeline scores every pooling of the default encoder for the price of
 one encoding.
+
+A saved model may end in dense layers after the pooling (CLSR's trained MLP on top
+of a frozen encoder): sentence-transformers ``Dense`` modules listed in the folder's
+``modules.json``. :meth:`SentenceEncoder.load` reads them into ``head`` and
+``encode`` applies it to the pooled embedding, so this project and
+``SentenceTransformer(path)`` give the same embeddings.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ logger = logging.getLogger(__name__)
 METADATA_FILE = "cse_metadata.json"
 # Beyond this, a tokenizer's model_max_length is a placeholder ("no limit"), not a limit.
 _UNSET_MAX_LENGTH = 1_000_000
+# sentence-transformers' Dense modules: their folder holds config.json and the weights.
+DENSE_CONFIG = "config.json"
+DENSE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -109,6 +118,110 @@ def default_pooling(path: str | Path) -> str | None:
     return None
 
 
+def is_activation_module(module: torch.nn.Module) -> bool:
+    """A parameter-free ``torch.nn`` module (ReLU, Tanh, GELU, Identity, ...) that its
+    class rebuilds exactly with no arguments, which is how sentence-transformers'
+    ``Dense`` reloads its activation (by class name): ``LeakyReLU(0.2)`` would come
+    back as ``LeakyReLU(0.01)`` and is therefore not one."""
+    cls = type(module)
+    if not cls.__module__.startswith("torch.nn") or any(True for _ in module.parameters()):
+        return False
+    try:
+        return repr(cls()) == repr(module)
+    except TypeError:  # needs constructor arguments
+        return False
+
+
+def dense_layers(head: torch.nn.Module) -> list[tuple[torch.nn.Linear, torch.nn.Module]]:
+    """The ``(linear, activation)`` steps of a head made of ``nn.Linear`` layers, each
+    optionally followed by one activation (:func:`is_activation_module`; a missing one
+    is ``nn.Identity``): an ``nn.Sequential`` such as ``Linear, ReLU, Linear`` or a
+    single ``nn.Linear``. Each step is one sentence-transformers ``Dense`` module in a
+    saved model. Anything else (another module with weights, two activations in a
+    row, widths that do not chain) raises ``ValueError``."""
+    modules = list(head) if isinstance(head, torch.nn.Sequential) else [head]
+    steps: list[list] = []
+    for module in modules:
+        if isinstance(module, torch.nn.Linear):
+            if steps and steps[-1][0].out_features != module.in_features:
+                raise ValueError(f"head: a Linear of {steps[-1][0].out_features} outputs is followed by one of "
+                                 f"{module.in_features} inputs")
+            steps.append([module, None])
+        elif is_activation_module(module) and steps and steps[-1][1] is None:
+            steps[-1][1] = module
+        else:
+            raise ValueError(f"head: expected Linear layers, each optionally followed by one argument-free "
+                             f"torch.nn activation; cannot express {module!r} as a sentence-transformers Dense "
+                             "module")
+    if not steps:
+        raise ValueError("head: no Linear layer")
+    return [(linear, activation if activation is not None else torch.nn.Identity()) for linear, activation in steps]
+
+
+def _import_activation(name: str) -> torch.nn.Module:
+    """The activation a ``Dense`` config names (``torch.nn.modules.activation.ReLU``);
+    only ``torch.nn`` classes are imported, as sentence-transformers does without
+    ``trust_remote_code``."""
+    import importlib
+
+    module_name, _, class_name = name.rpartition(".")
+    if not module_name.startswith("torch.nn"):
+        raise ValueError(f"Dense activation {name!r} is not a torch.nn module; refusing to import it")
+    cls = getattr(importlib.import_module(module_name), class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise ValueError(f"Dense activation {name!r} is not a torch.nn module class")
+    return cls()
+
+
+def _load_dense(folder: Path) -> list[torch.nn.Module]:
+    """``[Linear, activation]`` from one sentence-transformers ``Dense`` folder."""
+    config = json.loads((folder / DENSE_CONFIG).read_text(encoding="utf-8"))
+    if config.get("use_residual") or config.get("module_input_name", "sentence_embedding") != "sentence_embedding" \
+            or config.get("module_output_name", "sentence_embedding") not in (None, "sentence_embedding"):
+        raise ValueError(f"{folder}: only Dense modules on the sentence embedding without a residual are supported "
+                         f"(config {config})")
+    # sentence-transformers' default activation when the config names none is Tanh.
+    activation = _import_activation(config.get("activation_function", "torch.nn.modules.activation.Tanh"))
+    bias = bool(config.get("bias", True))
+    linear = torch.nn.Linear(int(config["in_features"]), int(config["out_features"]), bias=bias)
+    weights_file = next((folder / name for name in DENSE_WEIGHTS if (folder / name).is_file()), None)
+    if weights_file is None:
+        raise FileNotFoundError(f"{folder}: no Dense weights ({' or '.join(DENSE_WEIGHTS)})")
+    if weights_file.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(weights_file))
+    else:
+        state = torch.load(weights_file, map_location="cpu", weights_only=True)
+    prefix = "linear."
+    linear.load_state_dict({key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)})
+    return [linear, activation]
+
+
+def load_dense_head(path: str | Path) -> torch.nn.Sequential | None:
+    """The sentence-transformers ``Dense`` modules a saved model applies after its
+    pooling (``modules.json``), in order, as ``Sequential(Linear, activation, ...)``;
+    None when there are none (or no ``modules.json``). A ``Normalize`` before a
+    ``Dense`` cannot be reproduced (this project encodes without normalising) and
+    raises ``ValueError``."""
+    folder = Path(path)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return None
+    entries = sorted(json.loads(modules_file.read_text(encoding="utf-8")), key=lambda entry: int(entry["idx"]))
+    layers: list[torch.nn.Module] = []
+    normalized = False
+    for entry in entries:
+        kind = str(entry.get("type", "")).rsplit(".", 1)[-1]
+        if kind == "Normalize":
+            normalized = True
+        elif kind == "Dense":
+            if normalized:
+                raise ValueError(f"{folder}: a Dense module after Normalize is not supported")
+            layers.extend(_load_dense(folder / entry["path"]))
+    return torch.nn.Sequential(*layers) if layers else None
+
+
 def pad_batch(token_ids: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Right-pad a batch to its longest member: ``input_ids`` and ``attention_mask``."""
     longest = max(len(ids) for ids in token_ids)
@@ -122,7 +235,9 @@ def pad_batch(token_ids: Sequence[Sequence[int]], pad_token_id: int) -> dict[str
 
 @dataclass
 class SentenceEncoder:
-    """A Hugging Face encoder, its tokenizer and a pooling method.
+    """A Hugging Face encoder, its tokenizer, a pooling method and an optional
+    ``head`` applied to the pooled embedding (dense layers saved with the model,
+    e.g. CLSR's MLP; see :func:`load_dense_head`).
 
     ``encode`` returns float32 numpy embeddings (not normalised; cosine scoring
     normalises). ``batch_size`` counts sentences per forward pass.
@@ -135,12 +250,22 @@ class SentenceEncoder:
     device: torch.device = field(default_factory=pick_device)
     name: str = ""
     max_length: int | None = None
+    head: torch.nn.Module | None = None
 
     def __post_init__(self) -> None:
         check_pooling(self.pooling)
         if self.max_length is None:
             self.max_length = max_sequence_length(self.tokenizer, self.model.config)
         self.model.to(self.device)
+        if self.head is not None:
+            self.head.to(self.device)
+
+    @property
+    def dimension(self) -> int:
+        """The width of the embeddings ``encode`` returns."""
+        if self.head is not None:
+            return [m for m in self.head.modules() if isinstance(m, torch.nn.Linear)][-1].out_features
+        return int(self.model.config.hidden_size)
 
     @classmethod
     def load(
@@ -152,7 +277,9 @@ class SentenceEncoder:
     ) -> "SentenceEncoder":
         """Load any ``AutoModel`` directory or Hub id (``all-MiniLM-L6-v2`` resolves to
         the offline copy). Without ``pooling``, the saved model's declared pooling is
-        used; a model that declares none needs one."""
+        used; a model that declares none needs one. A local directory's ``Dense``
+        modules (``modules.json``) become the ``head`` (for a Hub id only the
+        ``AutoModel`` is loaded)."""
         from transformers import AutoModel, AutoTokenizer
 
         source = resolve_encoder(name_or_path)
@@ -161,8 +288,10 @@ class SentenceEncoder:
             raise ValueError(f"{name_or_path}: the model does not declare a pooling method; pass one")
         tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True)
         model = AutoModel.from_pretrained(source)
-        logger.info("encoder %s loaded from %s (pooling %s)", name_or_path, source, pooling)
-        return cls(model, tokenizer, pooling, batch_size, pick_device(device), name=name_or_path)
+        head = load_dense_head(source) if Path(source).is_dir() else None
+        logger.info("encoder %s loaded from %s (pooling %s%s)", name_or_path, source, pooling,
+                    f", then {len(dense_layers(head))} dense layer(s)" if head is not None else "")
+        return cls(model, tokenizer, pooling, batch_size, pick_device(device), name=name_or_path, head=head)
 
     def tokenize(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids of every sentence, truncated only at the model maximum; the
@@ -183,12 +312,12 @@ class SentenceEncoder:
     def encode_poolings(
         self, sentences: Sequence[str], poolings: Sequence[str], show_progress: bool | None = None
     ) -> dict[str, np.ndarray]:
-        """Embeddings for several pooling methods from one forward pass per batch."""
+        """Embeddings for several pooling methods from one forward pass per batch
+        (each pooled embedding then goes through ``head``, when there is one)."""
         for method in poolings:
             check_pooling(method)
         if not len(sentences):
-            dim = self.model.config.hidden_size
-            return {method: np.zeros((0, dim), dtype=np.float32) for method in poolings}
+            return {method: np.zeros((0, self.dimension), dtype=np.float32) for method in poolings}
         start = time.perf_counter()
         token_ids = self.tokenize(sentences)
         # Longest first: a too-large batch fails at once rather than at the end.
@@ -198,7 +327,8 @@ class SentenceEncoder:
         batches = range(0, len(order), self.batch_size)
         if show_progress is None:
             show_progress = len(sentences) >= 10 * self.batch_size
-        with inference_mode(self.model), autocast_for(self.device):
+        head_mode = inference_mode(self.head) if self.head is not None else contextlib.nullcontext()
+        with inference_mode(self.model), head_mode, autocast_for(self.device):
             for begin in tqdm(batches, desc=f"encoding {len(sentences)} sentences", disable=not show_progress,
                               unit="batch"):
                 batch = pad_batch([token_ids[i] for i in order[begin:begin + self.batch_size]],
@@ -207,6 +337,8 @@ class SentenceEncoder:
                 outputs = self.model(**batch, output_hidden_states=with_layers, return_dict=True)
                 for method in poolings:
                     embedding = pool_outputs(method, outputs, batch["attention_mask"])
+                    if self.head is not None:
+                        embedding = self.head(embedding)
                     pieces[method].append(embedding.float().cpu().numpy())
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))

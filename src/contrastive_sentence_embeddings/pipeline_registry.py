@@ -16,6 +16,8 @@ from kedro.pipeline import Pipeline
 
 from contrastive_sentence_embeddings.pipelines import (
     baseline,
+    clsr_nli,
+    clsr_stsb,
     data_processing,
     declutr,
     evaluation,
@@ -35,6 +37,8 @@ BLOCKS = {
     "scd": scd,
     "imsimcse": imsimcse,
     "declutr": declutr,
+    "clsr_stsb": clsr_stsb,
+    "clsr_nli": clsr_nli,
 }
 # Block name -> the metrics data set(s) it writes.
 METRICS_OUTPUTS = {
@@ -44,9 +48,11 @@ METRICS_OUTPUTS = {
     "scd": ["scd_metrics"],
     "imsimcse": ["imsimcse_metrics"],
     "declutr": ["declutr_metrics"],
+    "clsr_stsb": ["clsr_stsb_metrics"],
+    "clsr_nli": ["clsr_nli_metrics"],
 }
 # Blocks that train on prepared data also run data preparation.
-NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse", "declutr"}
+NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse", "declutr", "clsr_stsb", "clsr_nli"}
 
 
 def register_pipelines() -> dict[str, Pipeline]:

@@ -39,6 +39,13 @@ namespace unless ``trust_remote_code=True`` is passed, even for a local folder):
   over ``hidden_states[1:]`` with weights ``[1, 0, ..., 0, 1]`` averages the first
   transformer layer and the last one, and ``Pooling`` takes the masked mean.
 
+A ``head`` (dense layers applied to the pooled embedding, such as CLSR's MLP on top
+of a frozen encoder) is saved as sentence-transformers' built-in ``Dense`` modules
+after the pooling (one per ``Linear`` + activation, see
+:func:`~contrastive_sentence_embeddings.encoding.dense_layers`), before ``Normalize``;
+``SentenceEncoder.load`` reads them back (``encoding.load_dense_head``), so both
+loaders embed raw text end to end. ``AutoModel`` loads the encoder alone.
+
 The layout is written with the module classes and key names of the installed
 sentence-transformers (6.x): ``modality_config`` / ``config_kwargs`` are not
 understood by much older versions.
@@ -67,7 +74,7 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.encoding import METADATA_FILE, max_sequence_length
+from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length
 from contrastive_sentence_embeddings.pooling import check_pooling
 
 logger = logging.getLogger(__name__)
@@ -91,6 +98,7 @@ def save_sentence_encoder(
     metadata: Mapping,
     max_seq_length: int | None = None,
     normalize: bool = False,
+    head: torch.nn.Module | None = None,
 ) -> Path:
     """Save ``model`` (the bare Hugging Face encoder, no training heads) and
     ``tokenizer`` to ``output_dir`` for ``AutoModel``, ``SentenceEncoder`` and
@@ -105,7 +113,9 @@ def save_sentence_encoder(
     ``SentenceEncoder`` uses, so both truncate identically. ``SentenceEncoder``
     always encodes at the model's full length, whatever ``max_seq_length`` says.
     ``normalize`` appends sentence-transformers' ``Normalize`` module (unit-length
-    embeddings from ``SentenceTransformer.encode`` only).
+    embeddings from ``SentenceTransformer.encode`` only). ``head`` (``Linear`` layers,
+    each optionally followed by an activation, taking the encoder's hidden size) is
+    written as ``Dense`` modules after the pooling, for both loaders.
     """
     pooling = check_pooling(pooling)
     output_dir = Path(output_dir)
@@ -114,6 +124,10 @@ def save_sentence_encoder(
     if max_seq_length is not None and not 0 < max_seq_length <= limit:
         raise ValueError(f"max_seq_length={max_seq_length} is outside 1..{limit}, the longest input this "
                          "model and tokenizer accept")
+    steps = dense_layers(head) if head is not None else []
+    if steps and steps[0][0].in_features != model.config.hidden_size:
+        raise ValueError(f"the head takes {steps[0][0].in_features} inputs but the encoder's pooled embedding has "
+                         f"{model.config.hidden_size}")
     # Serialised before anything is written: unserialisable metadata fails here.
     metadata_text = json.dumps(_full_metadata(metadata, pooling), indent=2, ensure_ascii=False) + "\n"
     _check_replaceable(output_dir)
@@ -126,13 +140,14 @@ def save_sentence_encoder(
         if not any(staging.glob("model*.safetensors")):
             raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
         tokenizer.save_pretrained(staging)
-        _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize)
+        _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
         (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
         _move_into_place(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("encoder saved to %s (pooling %s)", output_dir, pooling)
+    logger.info("encoder saved to %s (pooling %s%s)", output_dir, pooling,
+                f", then {len(steps)} dense layer(s)" if steps else "")
     return output_dir
 
 
@@ -230,15 +245,17 @@ def _move_into_place(staging: Path, output_dir: Path) -> None:
 
 
 def _write_sentence_transformers_files(folder: Path, config, pooling: str, max_seq_length: int | None,
-                                       normalize: bool) -> None:
+                                       normalize: bool, dense: list | None = None) -> None:
     """modules.json, sentence_bert_config.json, config_sentence_transformers.json and
     the folders of the modules after the ``Transformer`` (whose files are the model
     and tokenizer already at the root). The small modules are built with the
     installed sentence-transformers classes and saved by their own ``save``, so their
-    files are in the format that version reads."""
+    files are in the format that version reads. ``dense``: ``(Linear, activation)``
+    steps, one ``Dense`` module each, after the pooling."""
     import sentence_transformers
     import transformers
     from sentence_transformers.sentence_transformer.modules import (
+        Dense,
         Normalize,
         Pooling,
         Transformer,
@@ -268,6 +285,12 @@ def _write_sentence_transformers_files(folder: Path, config, pooling: str, max_s
         after_transformer.append(WeightedLayerPooling(hidden_size, num_hidden_layers=layers, layer_start=1,
                                                       layer_weights=torch.nn.Parameter(weights)))
         after_transformer.append(Pooling(hidden_size, pooling_mode="mean"))
+    for linear, activation in dense or []:
+        bias = linear.bias is not None
+        after_transformer.append(Dense(linear.in_features, linear.out_features, bias=bias,
+                                       activation_function=copy.deepcopy(activation),
+                                       init_weight=linear.weight.detach().float().cpu().clone(),
+                                       init_bias=linear.bias.detach().float().cpu().clone() if bias else None))
     if max_seq_length is not None:
         transformer_config["max_seq_length"] = int(max_seq_length)
     if normalize:

@@ -1,0 +1,388 @@
+"""CLSR (Qiu, Ding and Chen, "Contrastive Learning of Sentence Representations",
+ICON 2021): contrastive learning on top of a *frozen* pretrained encoder.
+
+What is trained, and on what
+----------------------------
+The pretrained encoder never changes, so the mean-pooled embedding ``x`` of every
+training sentence is computed once and cached on disk (:func:`embed_pairs`, through
+:class:`~contrastive_sentence_embeddings.evaluation.transfer.EmbeddingCache`: one
+``.npy`` per sentence list, keyed by :func:`frozen_model_key` and every sentence, so
+a changed encoder or changed data encode again and everything else is reused across
+epochs and runs). Training then only moves two small networks over those vectors:
+
+* the *encoder network* ``f``: ``Linear(h, w) -> ReLU -> Linear(w, h)`` (one hidden
+  layer of width ``w = hidden_width``, default ``h``), whose output ``f(x)`` is the
+  sentence representation;
+* the *projection head* ``g``: ``Linear(h, h)``, used in training only;
+* the loss :func:`clsr_loss`: symmetric NT-Xent (``losses.nt_xent``, temperature
+  0.1) over the 2m projected embeddings of a batch of m positive pairs (STS-B pairs
+  scored above 4, or NLI entailment pairs), gathered across processes.
+
+The saved model embeds raw text end to end: the frozen encoder, mean pooling, then
+``f`` as two sentence-transformers ``Dense`` modules (``Dense(h -> w, ReLU)``,
+``Dense(w -> h, Identity)``), which ``SentenceTransformer(path)`` and
+``SentenceEncoder.load(path)`` both apply (``training.saving``).
+
+The model handed to the shared trainer (:class:`CLSRModel`) has ``f`` as its
+``encoder`` (the weights kept at the best dev step) and scores the dev sets through
+:class:`CLSRSentenceEncoder`: frozen embeddings of the dev sentences, computed once
+and kept in memory (:class:`FrozenEmbeddings`), then the current ``f``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device
+from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.training import losses
+from contrastive_sentence_embeddings.training.distributed import gather_embeddings
+from contrastive_sentence_embeddings.training.methods import Logs, Method
+from contrastive_sentence_embeddings.training.run import TrainedEncoder
+from contrastive_sentence_embeddings.training.trainer import TrainingConfig, TrainingResult, train
+
+logger = logging.getLogger(__name__)
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+# --- the training data: distinct sentences, their frozen embeddings, the pairs ----------
+def pair_sentences(pairs: pd.DataFrame, first: str, second: str, dataset: str) -> tuple[list[str], np.ndarray]:
+    """The distinct sentences of a pairs table (in order of first appearance, row by
+    row, ``first`` before ``second``) and, for each row, the indices of its two
+    sentences in that list, as an ``(m, 2)`` int64 array.
+
+    ``dataset`` names the table in errors: a missing column, an empty table, or a
+    missing / non-text / blank sentence raise ``ValueError``."""
+    if not isinstance(pairs, pd.DataFrame):
+        raise TypeError(f"{dataset}: expected a pandas DataFrame of sentence pairs, got {type(pairs).__name__}")
+    missing = [column for column in (first, second) if column not in pairs.columns]
+    if missing:
+        raise ValueError(f"{dataset}: missing column(s) {', '.join(missing)} (CLSR reads the pairs from "
+                         f"{first!r} and {second!r}; the table has {', '.join(map(str, pairs.columns)) or 'none'})")
+    if pairs.empty:
+        raise ValueError(f"{dataset}: the table has no pairs to train on; check the data_processing report "
+                         "(data/08_reporting/data_report.json) for why every row was dropped")
+    bad = [position for position, (a, b) in enumerate(zip(pairs[first], pairs[second]))
+           if not (isinstance(a, str) and a.strip() and isinstance(b, str) and b.strip())]
+    if bad:
+        raise ValueError(f"{dataset}: {len(bad)} of {len(pairs)} row(s) lack a sentence in {first!r} or "
+                         f"{second!r} (missing, blank or not text; first at row {bad[0]})")
+    index: dict[str, int] = {}
+    rows = np.empty((len(pairs), 2), dtype=np.int64)
+    for row, (a, b) in enumerate(zip(pairs[first], pairs[second])):
+        rows[row, 0] = index.setdefault(a, len(index))
+        rows[row, 1] = index.setdefault(b, len(index))
+    return list(index), rows
+
+
+def precision_tag(device: torch.device) -> str:
+    """How ``SentenceEncoder`` computes on ``device``: fp32 on CPU, bf16 or fp16
+    autocast on CUDA (``encoding.autocast_for``); embeddings differ slightly between
+    them, so the cache keeps them apart."""
+    if device.type != "cuda":
+        return f"{device.type}-fp32"
+    return "cuda-bf16" if torch.cuda.is_bf16_supported() else "cuda-fp16"
+
+
+def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None) -> str:
+    """What produced a set of frozen embeddings, for the cache key (the sentences are
+    added by ``EmbeddingCache``): the encoder's name, its weights' fingerprint
+    (``evaluation.evaluator.model_fingerprint``: names, sizes and modification times
+    of a local folder's files, so replacing the weights changes it; a Hub id is its
+    own fingerprint), the pooling and the precision (:func:`precision_tag`)."""
+    if fingerprint is None:
+        from contrastive_sentence_embeddings.evaluation.evaluator import model_fingerprint
+
+        fingerprint = model_fingerprint(encoder_name)
+    return f"clsr-frozen|{encoder_name}|{fingerprint}|{check_pooling(pooling)}|{precision_tag(device)}"
+
+
+def embedding_cache(encode: Encode, cache_dir, encoder_name: str, pooling: str, device: torch.device):
+    """``encode`` behind the on-disk cache in ``cache_dir`` (an ``EmbeddingCache``)."""
+    from contrastive_sentence_embeddings.evaluation.transfer import EmbeddingCache
+
+    return EmbeddingCache(encode, cache_dir, frozen_model_key(encoder_name, pooling, device))
+
+
+@dataclass
+class PairEmbeddings:
+    """The training data of one CLSR run: the distinct sentences of a pairs table,
+    their frozen embeddings (``(U, h)`` float32, row i is ``sentences[i]``), the pairs
+    as row indices (``(m, 2)``), and where the embeddings came from."""
+
+    dataset: str
+    encoder: str
+    pooling: str
+    sentences: list[str]
+    embeddings: np.ndarray
+    pairs: np.ndarray
+    cache_key: str = ""
+    cache_hit: bool = False
+
+    def __post_init__(self) -> None:
+        if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.sentences):
+            raise ValueError(f"{self.dataset}: {len(self.sentences)} sentences but embeddings of shape "
+                             f"{self.embeddings.shape}")
+        if self.pairs.ndim != 2 or self.pairs.shape[1] != 2 or len(self.pairs) == 0:
+            raise ValueError(f"{self.dataset}: expected (m, 2) pair indices with m > 0, got {self.pairs.shape}")
+        if self.pairs.min() < 0 or self.pairs.max() >= len(self.sentences):
+            raise ValueError(f"{self.dataset}: pair indices outside 0..{len(self.sentences) - 1}")
+
+    def examples(self) -> list[tuple[int, int]]:
+        """The trainer's examples: one ``(first, second)`` row-index tuple per pair."""
+        return [(int(a), int(b)) for a, b in self.pairs]
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the data for resuming a checkpoint: the embeddings' cache key
+        (encoder + every sentence) and the pairing."""
+        digest = hashlib.sha256(self.cache_key.encode())
+        digest.update(np.ascontiguousarray(self.pairs, dtype=np.int64).tobytes())
+        if not self.cache_key:  # embeddings from elsewhere: hash them
+            digest.update(np.ascontiguousarray(self.embeddings, dtype=np.float32).tobytes())
+        return digest.hexdigest()
+
+
+def embed_pairs(
+    pairs: pd.DataFrame,
+    first: str,
+    second: str,
+    dataset: str,
+    encoder_name: str,
+    cache_dir,
+    pooling: str = "mean",
+    device: str | None = None,
+    batch_size: int = 128,
+) -> PairEmbeddings:
+    """Frozen ``pooling`` embeddings of every distinct sentence of ``pairs`` (columns
+    ``first`` and ``second``), from the cache in ``cache_dir`` when the same encoder
+    already embedded the same sentences, else encoded (the encoder is loaded only
+    then) and stored there."""
+    sentences, rows = pair_sentences(pairs, first, second, dataset)
+    torch_device = pick_device(device)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        encoder = SentenceEncoder.load(encoder_name, pooling, batch_size, str(torch_device))
+        return encoder.encode(texts, show_progress=True)
+
+    cache = embedding_cache(encode, cache_dir, encoder_name, pooling, torch_device)
+    embeddings = np.asarray(cache(sentences), dtype=np.float32)
+    logger.info("%s: %d pairs, %d distinct sentences, frozen %s embeddings %s", dataset, len(rows), len(sentences),
+                pooling, "from the cache" if cache.hits else "computed and cached")
+    return PairEmbeddings(dataset, encoder_name, pooling, sentences, embeddings, rows, cache.key(sentences),
+                          cache.hits > 0)
+
+
+# --- the networks and the loss ---------------------------------------------------------
+def encoder_network(hidden_size: int, hidden_width: int) -> nn.Sequential:
+    """CLSR's encoder network: ``Linear(h, w) -> ReLU -> Linear(w, h)``."""
+    return nn.Sequential(nn.Linear(hidden_size, hidden_width), nn.ReLU(), nn.Linear(hidden_width, hidden_size))
+
+
+def clsr_loss(network: nn.Module, projection: nn.Module, first: torch.Tensor, second: torch.Tensor,
+              temperature: float = 0.1) -> torch.Tensor:
+    """CLSR's loss on a batch of m positive pairs of frozen embeddings
+    ``(first_i, second_i)``, each ``(m, h)``::
+
+        z_a = g(f(first)),  z_b = g(f(second))      (f: encoder network, g: projection)
+        e   = [z_a; z_b]                            (2m embeddings, gathered across processes)
+        loss = mean_{k=1..2m} [ -cos(e_k, e_p(k))/tau + log sum_{l != k} exp(cos(e_k, e_l)/tau) ]
+
+    i.e. ``losses.nt_xent(z_a, z_b, tau)``: each sentence's positive is its partner,
+    the other 2m - 2 sentences of the (global) batch are its negatives. Minimised;
+    mean over all 2m embeddings (symmetric in the two columns)."""
+    m = first.shape[0]
+    projected = projection(network(torch.cat([first, second])))
+    z_a, z_b = gather_embeddings(projected[:m], projected[m:])
+    return losses.nt_xent(z_a, z_b, temperature)
+
+
+@dataclass
+class CLSR(Method):
+    """CLSR's hyper-parameters: NT-Xent ``temperature`` and the encoder network's
+    hidden width (None: the encoder's hidden size)."""
+
+    name = "clsr"
+    temperature: float = 0.1
+    hidden_width: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
+        if self.hidden_width is not None and int(self.hidden_width) < 1:
+            raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
+
+    def width(self, hidden_size: int) -> int:
+        return int(self.hidden_width or hidden_size)
+
+    def build_network(self, hidden_size: int) -> nn.Sequential:
+        return encoder_network(hidden_size, self.width(hidden_size))
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict({"projection": nn.Linear(hidden_size, hidden_size)})
+
+    def loss(self, model: "CLSRModel", first: torch.Tensor, second: torch.Tensor) -> Logs:  # type: ignore[override]
+        value = clsr_loss(model.encoder, model.heads["projection"], first, second, self.temperature)
+        return {"loss": value, "nt_xent": value.detach()}
+
+
+class FrozenEmbeddings:
+    """Frozen-encoder embeddings by sentence: each sentence is encoded once (through
+    ``encode``, e.g. the disk cache) and kept in memory, since the dev sets are
+    scored with the same frozen embeddings at every evaluation. ``calls`` counts the
+    calls of ``encode``."""
+
+    def __init__(self, encode: Encode):
+        self.encode = encode
+        self.memo: dict[str, np.ndarray] = {}
+        self.calls = 0
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(s for s in sentences if s not in self.memo))
+        if missing:
+            self.calls += 1
+            embedded = np.asarray(self.encode(missing), dtype=np.float32)
+            self.memo.update(zip(missing, embedded))
+        if not len(sentences):
+            width = len(next(iter(self.memo.values()))) if self.memo else 0
+            return np.zeros((0, width), dtype=np.float32)
+        return np.stack([self.memo[s] for s in sentences])
+
+
+@dataclass
+class CLSRSentenceEncoder:
+    """Raw text -> frozen embedding (``frozen``) -> the encoder network: the model as
+    it will be saved, for the dev scorer."""
+
+    network: nn.Module
+    frozen: Callable[[Sequence[str]], np.ndarray]
+    device: torch.device | None = None
+    batch_size: int = 4096
+
+    def encode(self, sentences: Sequence[str]) -> np.ndarray:
+        inputs = self.frozen(list(sentences))
+        device = self.device or next(self.network.parameters()).device
+        pieces = []
+        with inference_mode(self.network):
+            for begin in range(0, len(inputs), self.batch_size):
+                batch = torch.from_numpy(inputs[begin:begin + self.batch_size]).to(device, torch.float32)
+                pieces.append(self.network(batch).float().cpu().numpy())
+        if not pieces:
+            return np.zeros((0, self.network[-1].out_features), dtype=np.float32)
+        return np.concatenate(pieces)
+
+
+class CLSRModel(nn.Module):
+    """What the shared trainer trains: ``encoder`` is CLSR's encoder network ``f``
+    (its best weights are kept), ``heads["projection"]`` the projection ``g``;
+    ``forward(first, second)`` is :func:`clsr_loss` on a batch of frozen embeddings.
+    ``frozen`` (not a module, never trained or saved here) embeds raw text for the dev
+    scorer."""
+
+    def __init__(self, hidden_size: int, method: CLSR, frozen: Encode, pooling: str = "mean"):
+        super().__init__()
+        self.method = method
+        self.pooling = check_pooling(pooling)
+        self.encoder = method.build_network(hidden_size)
+        self.heads = method.build_heads(hidden_size)
+        self.frozen = FrozenEmbeddings(frozen)
+
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> Logs:
+        return self.method.loss(self, first, second)
+
+    def sentence_encoder(self, tokenizer=None, device=None) -> CLSRSentenceEncoder:
+        return CLSRSentenceEncoder(self.encoder, self.frozen, device)
+
+
+class PairCollate:
+    """A list of ``(first, second)`` row indices -> ``{"first": (m, h), "second": (m, h)}``
+    frozen embeddings, the keyword arguments of :meth:`CLSRModel.forward`."""
+
+    def __init__(self, embeddings: np.ndarray):
+        self.embeddings = torch.from_numpy(np.ascontiguousarray(embeddings, dtype=np.float32))
+
+    def __call__(self, examples: Sequence[tuple[int, int]]) -> dict[str, torch.Tensor]:
+        rows = torch.as_tensor(list(examples), dtype=torch.long).reshape(-1, 2)
+        return {"first": self.embeddings[rows[:, 0]], "second": self.embeddings[rows[:, 1]]}
+
+
+# --- one run ------------------------------------------------------------------------------
+@dataclass
+class TrainedCLSR(TrainedEncoder):
+    """The frozen encoder, its tokenizer and pooling, and the trained encoder network
+    as ``head`` (saved as ``Dense`` modules after the pooling)."""
+
+    head: nn.Module | None = field(default=None)
+
+
+def train_clsr(
+    data: PairEmbeddings, encoder_name: str, params: Mapping, dev_scorer=None, cache_dir=None
+) -> tuple[TrainedCLSR, TrainingResult]:
+    """Train CLSR's networks on ``data`` with the shared trainer (parameters as in
+    ``conf/base/parameters_clsr.yml``: ``pooling``, ``method``, ``training``) and return
+    the frozen encoder with the best encoder network (by ``dev_scorer``) as its head.
+    The dev sentences' frozen embeddings go through the cache in ``cache_dir`` too."""
+    from accelerate.utils import set_seed
+
+    from contrastive_sentence_embeddings.training.run import load_pretrained
+
+    run_name = params.get("run_name", "clsr")
+    config = TrainingConfig.from_params(dict(params.get("training", {})))
+    pooling = check_pooling(params.get("pooling", "mean"))
+    if (data.encoder, data.pooling) != (encoder_name, pooling):
+        raise ValueError(f"{run_name}: the cached embeddings are {data.encoder}'s {data.pooling} pooling, but the run "
+                         f"asks for {encoder_name}'s {pooling} pooling")
+    method = CLSR.from_params(dict(params.get("method", {})))
+    encoder, tokenizer = load_pretrained(encoder_name)
+    encoder.requires_grad_(False)
+    hidden_size = int(encoder.config.hidden_size)
+    if data.embeddings.shape[1] != hidden_size:
+        raise ValueError(f"{data.dataset}: embeddings of width {data.embeddings.shape[1]}, but {encoder_name} has "
+                         f"hidden size {hidden_size}")
+    device = pick_device(config.device)
+    frozen_encoder: list[SentenceEncoder] = []  # built on the first miss only
+
+    def encode_frozen(sentences: list[str]) -> np.ndarray:
+        if not frozen_encoder:
+            frozen_encoder.append(SentenceEncoder(encoder, tokenizer, pooling, device=device))
+        return frozen_encoder[0].encode(sentences)
+
+    frozen = embedding_cache(encode_frozen, cache_dir, encoder_name, pooling, device) if cache_dir else encode_frozen
+    set_seed(config.seed)  # before the networks are initialised
+    model = CLSRModel(hidden_size, method, frozen, pooling)
+    logger.info("%s: CLSR on %s's frozen %s embeddings of %d pairs (%s), encoder network %d -> %d -> %d", run_name,
+                encoder_name, pooling, len(data.pairs), data.dataset, hidden_size, method.width(hidden_size),
+                hidden_size)
+    result = train(model, tokenizer, data.examples(), config, dev_scorer, collate=PairCollate(data.embeddings),
+                   data_fingerprint=data.fingerprint)
+    model.encoder.load_state_dict(result.best_state)
+    metadata = {
+        "name": run_name,
+        "method": CLSR.name,
+        "base_encoder": encoder_name,
+        "pooling": pooling,
+        "seed": config.seed,
+        "method_params": {"temperature": method.temperature, "hidden_width": method.width(hidden_size)},
+        "training": result.extra.get("config", {}),
+        "best_step": result.best_step,
+        "best_dev": result.best_scores,
+        "steps": result.steps,
+        "train_pairs": int(len(data.pairs)),
+        "train_sentences": len(data.sentences),
+        "pairs_dataset": data.dataset,
+        "frozen_encoder": True,
+        "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit},
+        "examples_per_second": round(result.examples_per_second, 2),
+        "train_seconds": round(result.seconds, 1),
+    }
+    head = model.encoder.cpu().eval()
+    return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=head), result

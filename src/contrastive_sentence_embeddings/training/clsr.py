@@ -1,5 +1,5 @@
-"""CLSR (Qiu, Ding and Chen, "Contrastive Learning of Sentence Representations",
-ICON 2021): contrastive learning on top of a *frozen* pretrained encoder.
+"""CLSR, contrastive learning on top of a *frozen* pretrained encoder (the recipe
+as the project's issue states it: the paper's citation was not checked offline).
 
 What is trained, and on what
 ----------------------------

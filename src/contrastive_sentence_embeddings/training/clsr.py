@@ -333,7 +333,7 @@ def train_clsr(
     The dev sentences' frozen embeddings go through the cache in ``cache_dir`` too."""
     from accelerate.utils import set_seed
 
-    from contrastive_sentence_embeddings.training.run import load_pretrained
+    from contrastive_sentence_embeddings.training.run import load_pretrained, run_metadata
 
     run_name = params.get("run_name", "clsr")
     config = TrainingConfig.from_params(dict(params.get("training", {})))
@@ -365,24 +365,11 @@ def train_clsr(
     result = train(model, tokenizer, data.examples(), config, dev_scorer, collate=PairCollate(data.embeddings),
                    data_fingerprint=data.fingerprint)
     model.encoder.load_state_dict(result.best_state)
-    metadata = {
-        "name": run_name,
-        "method": CLSR.name,
-        "base_encoder": encoder_name,
-        "pooling": pooling,
-        "seed": config.seed,
-        "method_params": {"temperature": method.temperature, "hidden_width": method.width(hidden_size)},
-        "training": result.extra.get("config", {}),
-        "best_step": result.best_step,
-        "best_dev": result.best_scores,
-        "steps": result.steps,
-        "train_pairs": int(len(data.pairs)),
-        "train_sentences": len(data.sentences),
-        "pairs_dataset": data.dataset,
-        "frozen_encoder": True,
-        "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit},
-        "examples_per_second": round(result.examples_per_second, 2),
-        "train_seconds": round(result.seconds, 1),
-    }
+    metadata = run_metadata(
+        run_name, CLSR.name, encoder_name, pooling, config.seed,
+        {"temperature": method.temperature, "hidden_width": method.width(hidden_size)}, result,
+        {"train_pairs": int(len(data.pairs)), "train_sentences": len(data.sentences), "pairs_dataset": data.dataset,
+         "frozen_encoder": True, "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit}},
+    )
     head = model.encoder.cpu().eval()
     return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=head), result

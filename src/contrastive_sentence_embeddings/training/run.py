@@ -101,13 +101,22 @@ def train_method(
                 ", ".join(model.heads.keys()) or "none")
     result = train(model, tokenizer, examples, config, dev_scorer, collate=collate)
     encoder.load_state_dict(result.best_state)
-    metadata = {
-        "name": params.get("run_name", method_name),
+    metadata = run_metadata(params.get("run_name", method_name), method_name, encoder_name, pooling, config.seed,
+                            dict(params.get("method", {})), result, data_description)
+    return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata), result
+
+
+def run_metadata(name: str, method_name: str, encoder_name: str, pooling: str, seed: int, method_params: Mapping,
+                 result: TrainingResult, data_description: Mapping) -> dict:
+    """What a trained model records about its run (``cse_metadata.json``): every method
+    writes the same keys, plus its own description of the data."""
+    return {
+        "name": name,
         "method": method_name,
         "base_encoder": encoder_name,
         "pooling": pooling,
-        "seed": config.seed,
-        "method_params": dict(params.get("method", {})),
+        "seed": seed,
+        "method_params": dict(method_params),
         "training": result.extra.get("config", {}),
         "best_step": result.best_step,
         "best_dev": result.best_scores,
@@ -117,4 +126,3 @@ def train_method(
         "peak_memory_gib": result.extra.get("peak_memory_gib"),
         "train_seconds": round(result.seconds, 1),
     }
-    return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata), result

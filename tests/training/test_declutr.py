@@ -96,6 +96,14 @@ def test_each_epoch_uses_its_own_spans_and_training_past_them_is_an_error(docume
         collate.set_epoch(2)
 
 
+def test_the_resume_fingerprint_covers_the_spans_not_just_the_document_ids(documents, span_table, tokenizer):
+    same = make_collate(documents, span_table, tokenizer).fingerprint()
+    assert make_collate(documents, span_table, tokenizer).fingerprint() == same
+    shifted = span_table.assign(anchor_end=span_table["anchor_end"] - 1)
+    assert make_collate(documents, shifted, tokenizer).fingerprint() != same
+    assert make_collate(documents, span_table, tokenizer, mlm_probability=0.3).fingerprint() != same
+
+
 def test_spans_are_clipped_to_the_model_length(documents, span_table, tokenizer):
     collate = make_collate(documents, span_table, tokenizer, mlm_probability=None, max_span_tokens=20)
     batch = collate(documents["doc_id"].tolist()[:3])

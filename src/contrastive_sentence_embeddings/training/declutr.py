@@ -21,6 +21,7 @@ resumed run sees the masks an uninterrupted one would have.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import zlib
 from collections.abc import Mapping, Sequence
@@ -141,6 +142,19 @@ class DeclutrCollate:
     seed: int = 42
     epoch: int = 0
     skipped: int = 0
+
+    def fingerprint(self) -> str:
+        """A digest of what the batches are made of (token ids, spans, masking and
+        bucketing settings), for the trainer's resume check: the examples themselves
+        are only document ids."""
+        digest = hashlib.sha256(repr((self.max_span_tokens, self.mlm_probability, self.bucket_tokens, self.seed,
+                                      self._prefix, self._suffix)).encode())
+        for doc_id in sorted(self.token_ids):
+            digest.update(doc_id.encode("utf-8"))
+            digest.update(np.asarray(self.token_ids[doc_id], dtype=np.int64).tobytes())
+        for key in sorted(self.spans):
+            digest.update(repr(self.spans[key]).encode())
+        return digest.hexdigest()
 
     def set_epoch(self, epoch: int) -> None:
         available = sorted({e for e, _ in self.spans})

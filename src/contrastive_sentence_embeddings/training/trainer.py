@@ -224,9 +224,10 @@ def train(
 
     ``examples`` are token-id lists (one per sentence) unless ``collate`` is given; it
     turns a list of examples into the keyword arguments of ``model.forward``.
-    ``data_fingerprint`` identifies the data for resuming (default: a digest of
-    ``examples``). The dev scorer encodes with ``model.sentence_encoder(tokenizer,
-    device)``: the encoder as it stands, pooled the way it will be saved."""
+    ``data_fingerprint`` identifies the data for resuming (default: the collate's
+    ``fingerprint()`` when it has one, else a digest of ``examples``). The dev scorer
+    encodes with ``model.sentence_encoder(tokenizer, device)``: the encoder as it
+    stands, pooled the way it will be saved."""
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
@@ -262,7 +263,9 @@ def train(
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
     checkpoint = Path(config.checkpoint_dir) if config.checkpoint_dir else None
-    fingerprint = run_fingerprint(config, data_fingerprint or data_digest(examples), core)
+    if data_fingerprint is None:  # a collate that builds batches from more than the examples knows its data
+        data_fingerprint = collate.fingerprint() if hasattr(collate, "fingerprint") else data_digest(examples)
+    fingerprint = run_fingerprint(config, data_fingerprint, core)
     state["fingerprint"] = fingerprint
     if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
         saved = json.loads((checkpoint / TRAINER_STATE).read_text())

@@ -135,3 +135,28 @@ class ScratchProject:
 
     def close(self) -> None:
         self.patch.undo()
+
+
+def base_parameters(file: str, block: str, **training) -> dict:
+    """The ``block`` of ``conf/base/parameters_<file>.yml`` with ``training`` settings
+    overridden: a method's shipped defaults, shortened for a test run."""
+    import yaml
+
+    params = yaml.safe_load((PROJECT_ROOT / f"conf/base/parameters_{file}.yml").read_text())[block]
+    params["training"].update(training)
+    return params
+
+
+def assert_loads_like_sentence_transformers(path, sentences=("a man is playing a guitar", "the weather is nice")):
+    """``SentenceEncoder.load(path)`` (what evaluation uses) and
+    ``SentenceTransformer(path)`` (what users load) give the same embeddings; returns
+    our encoder for further checks."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+
+    ours = SentenceEncoder.load(str(path), device="cpu")
+    theirs = SentenceTransformer(str(path), device="cpu").encode(list(sentences))
+    np.testing.assert_allclose(ours.encode(list(sentences)), theirs, rtol=0, atol=1e-5)
+    return ours

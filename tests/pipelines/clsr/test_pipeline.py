@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
-from tests.conftest import PROJECT_ROOT, ScratchProject
+from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +19,7 @@ SHORT = {"epochs": 4, "batch_size": 128, "eval_every": 8, "log_every": 4}
 
 
 def clsr_params(variant: str) -> dict:
-    import yaml
-
-    params = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_clsr.yml").read_text())[variant]
-    params["training"].update(SHORT)
-    return params
+    return base_parameters("clsr", variant, **SHORT)
 
 
 @pytest.fixture(scope="module")
@@ -43,18 +38,12 @@ def metadata(project, run: str) -> dict:
 
 
 def test_the_model_curve_metrics_and_leaderboard_row(project):
-    from sentence_transformers import SentenceTransformer
-
     path = project.root / "data/06_models/clsr_stsb"
     saved = metadata(project, "clsr_stsb")
     assert saved["method"] == "clsr" and saved["pooling"] == "mean" and saved["frozen_encoder"]
     assert saved["train_pairs"] == 1036 and saved["steps"] == 4 * (1036 // 128)
     assert saved["embedding_cache"]["hit"] is False  # the first run encodes
-    sentences = ["a man is playing a guitar", "the weather is nice"]
-    ours = SentenceEncoder.load(str(path), device="cpu")
-    assert ours.head is not None
-    np.testing.assert_allclose(ours.encode(sentences), SentenceTransformer(str(path), device="cpu").encode(sentences),
-                               rtol=0, atol=1e-5)
+    assert assert_loads_like_sentence_transformers(path).head is not None
 
     curve = pd.read_csv(project.root / "data/08_reporting/training_curves/clsr_stsb.csv")
     assert curve["step"].min() == 0 and curve["step"].max() == saved["steps"]

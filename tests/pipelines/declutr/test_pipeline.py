@@ -10,20 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
-from tests.conftest import PROJECT_ROOT, ScratchProject
+from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
-    import yaml
-
-    declutr = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_declutr.yml").read_text())["declutr"]
     # 112 documents in batches of 40: 2 steps an epoch, 2 epochs, each with its own spans.
-    declutr["training"].update({"batch_size": 40, "epochs": 2, "max_steps": None, "eval_every": 2,
-                                "log_every": 1})
+    declutr = base_parameters("declutr", "declutr", batch_size=40, epochs=2, max_steps=None, eval_every=2,
+                              log_every=1)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "declutr": declutr})
     scratch.run(["declutr"])
@@ -32,7 +28,6 @@ def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
 
 
 def test_the_saved_model_is_the_bare_encoder_and_loads_everywhere(project):
-    from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
     path = project.root / "data/06_models/declutr"
@@ -41,10 +36,7 @@ def test_the_saved_model_is_the_bare_encoder_and_loads_everywhere(project):
     assert metadata["steps"] == 4 and metadata["train_documents"] == 112 and metadata["span_epochs"] == 3
     assert metadata["peak_memory_gib"] > 0
     assert not any(key.startswith(("cls.", "predictions")) for key in AutoModel.from_pretrained(path).state_dict())
-    sentences = ["a man is playing a guitar", "the weather is nice"]
-    ours = SentenceEncoder.load(str(path), device="cpu").encode(sentences)
-    theirs = SentenceTransformer(str(path), device="cpu").encode(sentences)
-    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    assert_loads_like_sentence_transformers(path)
 
 
 def test_curve_has_both_loss_terms_metrics_and_leaderboard_row(project):

@@ -5,7 +5,6 @@ model's on the real sampled sentences."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import numpy as np
@@ -13,21 +12,17 @@ import pandas as pd
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
-from tests.conftest import PROJECT_ROOT, ScratchProject
+from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
-    import yaml
-
-    simcse = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_simcse.yml").read_text())["simcse"]
-    simcse["training"].update({"max_steps": 20, "eval_every": 10, "batch_size": 32, "learning_rate": 1e-4})
+    simcse = base_parameters("simcse", "simcse", max_steps=20, eval_every=10, batch_size=32, learning_rate=1e-4)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "simcse": simcse})
     scratch.run(["simcse"])
@@ -36,7 +31,6 @@ def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
 
 
 def test_the_saved_model_loads_everywhere_and_embeds_like_in_training(project):
-    from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
     path = project.root / "data/06_models/simcse"
@@ -44,10 +38,7 @@ def test_the_saved_model_loads_everywhere_and_embeds_like_in_training(project):
     assert metadata["method"] == "simcse" and metadata["pooling"] == "cls_before_pooler"
     assert metadata["steps"] == 20 and 0 <= metadata["best_step"] <= 20 and "versions" in metadata
     assert not any("mlp" in key for key in AutoModel.from_pretrained(path).state_dict())  # training head dropped
-    sentences = ["a man is playing a guitar", "the weather is nice"]
-    ours = SentenceEncoder.load(str(path), device="cpu").encode(sentences)
-    theirs = SentenceTransformer(str(path), device="cpu").encode(sentences)
-    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+    assert_loads_like_sentence_transformers(path)
 
 
 def test_curve_metrics_and_leaderboard_row(project):

@@ -14,7 +14,6 @@ accuracies (``MR`` .. ``MRPC``, ``MRPC_f1``, ``transfer_avg``), ``alignment`` an
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,9 +35,9 @@ from contrastive_sentence_embeddings.evaluation.sts import (
     read_stsb_split,
     score_sts,
 )
+from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.evaluation.transfer import (
     TRANSFER_TASKS,
-    EmbeddingCache,
     TransferTask,
     evaluate_transfer,
     read_transfer_tasks,
@@ -122,20 +121,6 @@ class EvaluationData:
         if self.geometry is not None:
             suite["_geometry"] = [self.geometry]
         return distinct_sentences(suite)
-
-
-def model_fingerprint(path: str) -> str:
-    """A key that changes when the weights change: for a local directory the names,
-    sizes and modification times of its files; for a Hub id the id itself."""
-    source = Path(resolve_encoder(path))
-    if not source.is_dir():
-        return path
-    digest = hashlib.sha256(str(source.resolve()).encode())
-    for file in sorted(source.rglob("*")):
-        if file.is_file():
-            stat = file.stat()
-            digest.update(f"{file.relative_to(source)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
 
 
 def flatten_transfer(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -1,9 +1,0 @@
-"""``kedro run --pipelines=clsr_stsb``: CLSR on the STS-B training pairs scored above 4
-(``stsb_pairs``); see :mod:`contrastive_sentence_embeddings.pipelines.clsr`."""
-from kedro.pipeline import Pipeline
-
-from contrastive_sentence_embeddings.pipelines import clsr
-
-
-def create_pipeline(**kwargs) -> Pipeline:
-    return clsr.create_pipeline("clsr_stsb")

@@ -1,4 +1,0 @@
-"""The ``scd`` pipeline: train on the sampled sentences, save, evaluate."""
-from .pipeline import create_pipeline
-
-__all__ = ["create_pipeline"]

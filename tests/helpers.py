@@ -1,0 +1,74 @@
+"""Helpers the tests import (fixtures stay in conftest.py): a scratch copy of the
+project to run pipelines in, a method's shipped parameters, and the check that a
+saved model loads in sentence-transformers as it embeds here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ScratchProject:
+    """A copy of the project's configuration in a scratch folder (the package itself
+    is installed), chdir-ed into, reading the mirror. ``run`` goes through
+    ``KedroSession`` like ``kedro run``."""
+
+    def __init__(self, root: Path, mirror: Path, parameters: dict | None = None):
+        import shutil
+
+        import yaml
+        from kedro.framework.startup import bootstrap_project
+
+        from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
+
+        self.root = root
+        shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
+        shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
+        (root / "conf" / "local").mkdir()
+        if parameters:  # conf/local overrides conf/base key by key, as on a user's machine
+            (root / "conf" / "local" / "parameters.yml").write_text(yaml.safe_dump(parameters))
+        (root / "src").mkdir()
+        self.patch = pytest.MonkeyPatch()
+        self.patch.chdir(root)
+        self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
+        bootstrap_project(root)
+
+    def run(self, pipelines: list[str], **kwargs):
+        from kedro.framework.session import KedroSession
+
+        with KedroSession.create(project_path=self.root) as session:
+            return session.run(pipeline_names=pipelines, **kwargs)
+
+    def close(self) -> None:
+        self.patch.undo()
+
+
+def base_parameters(block: str, **training) -> dict:
+    """The ``block`` of ``conf/base/parameters_<block>.yml`` as the project resolves it
+    (globals interpolated), with ``training`` settings overridden: a method's shipped
+    defaults, shortened for a test run."""
+    from kedro.config import OmegaConfigLoader
+
+    loader = OmegaConfigLoader(str(PROJECT_ROOT / "conf"), base_env="base", default_run_env="local",
+                               merge_strategy={"parameters": "soft"})
+    params = dict(loader["parameters"][block])
+    params["training"] = {**params["training"], **training}
+    return params
+
+
+def assert_loads_like_sentence_transformers(path, sentences=("a man is playing a guitar", "the weather is nice")):
+    """``SentenceEncoder.load(path)`` (what evaluation uses) and
+    ``SentenceTransformer(path)`` (what users load) give the same embeddings; returns
+    our encoder for further checks."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+
+    ours = SentenceEncoder.load(str(path), device="cpu")
+    theirs = SentenceTransformer(str(path), device="cpu").encode(list(sentences))
+    np.testing.assert_allclose(ours.encode(list(sentences)), theirs, rtol=0, atol=1e-5)
+    return ours

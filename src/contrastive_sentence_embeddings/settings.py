@@ -2,11 +2,11 @@
 from the Kedro defaults. For further information, including these default values, see
 https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration"""
 
-# Instantiated project hooks.
-# For example, after creating a hooks.py and defining a ProjectHooks class there, do
-# from contrastive_sentence_embeddings.hooks import ProjectHooks
-# Hooks are executed in a Last-In-First-Out (LIFO) order.
-# HOOKS = (ProjectHooks(),)
+# Every parameter block is parsed strictly before any node runs: a misspelt key is an
+# error naming the key and the file that set it (config.py).
+from contrastive_sentence_embeddings.hooks import StrictParametersHook  # noqa: E402
+
+HOOKS = (StrictParametersHook(),)
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY
@@ -37,6 +37,9 @@ DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
+    # An environment (conf/paper, conf/local) holds only what differs from conf/base:
+    # its parameter blocks are merged into the base blocks key by key.
+    "merge_strategy": {"parameters": "soft"},
     # "config_patterns": {
     #     "spark" : ["spark*/"],
     #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],

@@ -1,0 +1,361 @@
+"""Every parameter block, parsed strictly.
+
+Kedro hands nodes plain dicts, so a misspelt key (``learnig_rate``) would otherwise be
+ignored and the default used in silence. Each block here is a dataclass; parsing it
+rejects any key the dataclass does not declare, naming the key's full path
+(``simcse.training.learnig_rate``). :class:`StrictParametersHook` parses every block
+once the configuration is loaded, before any node runs, and names the file(s) that set
+the offending key, so a typo in ``conf/paper`` fails at ``kedro run --env paper``'s
+first second, not after hours of data preparation.
+
+The library keeps its own dataclasses (``TrainingConfig``, ``SpanConfig``,
+``EvaluationSettings``, each method's hyper-parameters); this module only says which
+of them parses which block, and adds the blocks that belong to the wiring: a method's
+block (:class:`MethodConfig`) and the top-level ``methods`` list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+ON_BAD_INPUT = ("skip", "error")
+
+
+class ParameterError(ValueError):
+    """A parameter block that does not parse: unknown key, missing key or bad value.
+    ``key`` is the dotted path of the offending key, when there is one."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def _check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"{where}: expected a mapping of parameters, got {type(params).__name__} {params!r}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ParameterError(
+            f"unknown parameter(s) {', '.join(f'{where}.{key}' for key in unknown)}; "
+            f"{where} takes: {', '.join(sorted(known))}",
+            key=f"{where}.{unknown[0]}",
+        )
+    missing = sorted(set(required) - set(params))
+    if missing:
+        raise ParameterError(f"missing parameter(s) {', '.join(f'{where}.{key}' for key in missing)}", key=where)
+
+
+def parse_strict(cls, params: Mapping | None, where: str, required: Iterable[str] = ()):
+    """``cls(**params)`` for a dataclass ``cls``, refusing keys it does not declare;
+    errors from the dataclass's own checks are re-raised with ``where`` in front."""
+    params = {} if params is None else params
+    _check_keys(cls, params, where, required)
+    try:
+        return cls(**dict(params))
+    except ParameterError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise ParameterError(f"{where}: {error}", key=where) from error
+
+
+def _check_on_bad_input(value: str, where: str) -> str:
+    if value not in ON_BAD_INPUT:
+        raise ParameterError(f"{where}: on_bad_input must be one of {ON_BAD_INPUT}, got {value!r}")
+    return value
+
+
+# --- data preparation -------------------------------------------------------------------
+@dataclass(frozen=True)
+class WikiSentencesConfig:
+    inputs: list = field(default_factory=lambda: ["sentence_per_line"])
+    min_words: int = 5
+    max_words: int = 64
+    drop_unk: bool = True
+    n_sentences: int | None = None
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class LongDocumentsConfig:
+    inputs: list = field(default_factory=lambda: ["openwebtext"])
+    min_doc_tokens: int = 2048
+    tokenize_batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class SpansParams:
+    """``data_processing.declutr_spans``: :class:`~.data.spans.SpanConfig` plus the
+    sampling seed and the number of epochs of spans."""
+
+    num_anchors: int = 2
+    num_positives: int = 2
+    min_length: int = 32
+    max_length: int = 512
+    anchor_gap: int = 0
+    epochs: int = 1
+    seed: int = 42
+
+    def span_config(self):
+        from contrastive_sentence_embeddings.data.spans import SpanConfig
+
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values.pop("epochs"), values.pop("seed")
+        return SpanConfig(**values)
+
+
+@dataclass(frozen=True)
+class StsbPairsConfig:
+    splits: list = field(default_factory=lambda: ["train"])
+    min_score: float = 4.0
+
+
+@dataclass(frozen=True)
+class NliPairsConfig:
+    splits: list | None = None
+
+
+@dataclass(frozen=True)
+class DataProcessingConfig:
+    on_bad_input: str = "skip"
+    wiki_sentences: WikiSentencesConfig = field(default_factory=WikiSentencesConfig)
+    long_documents: LongDocumentsConfig = field(default_factory=LongDocumentsConfig)
+    declutr_spans: SpansParams = field(default_factory=SpansParams)
+    stsb_pairs: StsbPairsConfig = field(default_factory=StsbPairsConfig)
+    nli_pairs: NliPairsConfig = field(default_factory=NliPairsConfig)
+
+    @classmethod
+    def from_params(cls, params: Mapping, where: str = "data_processing") -> "DataProcessingConfig":
+        _check_keys(cls, params, where)
+        nested = {"wiki_sentences": WikiSentencesConfig, "long_documents": LongDocumentsConfig,
+                  "declutr_spans": SpansParams, "stsb_pairs": StsbPairsConfig, "nli_pairs": NliPairsConfig}
+        values = {key: parse_strict(kind, params.get(key), f"{where}.{key}") for key, kind in nested.items()}
+        values["on_bad_input"] = _check_on_bad_input(params.get("on_bad_input", "skip"), f"{where}.on_bad_input")
+        config = cls(**values)
+        if config.declutr_spans.epochs < 1:
+            raise ParameterError(f"{where}.declutr_spans.epochs must be at least 1")
+        config.declutr_spans.span_config()  # its own range checks, with the block named
+        return config
+
+
+@dataclass(frozen=True)
+class RawDataConfig:
+    mode: str = "auto"
+    mirror_dir: str | None = None
+    hub: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "mirror", "hub"):
+            raise ValueError(f"mode must be auto, mirror or hub, got {self.mode!r}")
+
+
+# --- evaluation -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BaselineConfig:
+    poolings: list = field(default_factory=lambda: ["mean"])
+    overrides: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TransferEvaluationConfig:
+    """``transfer_evaluation``: what the transfer instances of the evaluation add on top
+    of ``params:evaluation`` (the transfer tasks) and which baseline poolings they score."""
+
+    evaluation: dict = field(default_factory=lambda: {"transfer": True})
+    baseline_poolings: list = field(default_factory=lambda: ["mean"])
+    dvc_stages: list = field(default_factory=list)   # methods with a `transfer@<method>` DVC stage
+
+
+def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, where: str = "evaluation"):
+    """``params:evaluation`` with a block's overrides on top, parsed strictly."""
+    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
+
+    merged = {**evaluation, **(overrides or {})}
+    try:
+        return EvaluationSettings.from_params(merged)
+    except ValueError as error:
+        raise ParameterError(f"{where}: {error}", key=_named_key(error, where)) from error
+
+
+# --- a method ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MethodConfig:
+    """One method's block (``conf/base/parameters_<method>.yml``)::
+
+        <name>:
+          kind: simcse               # the loss and batch recipe (training.methods.METHODS)
+          data: {}                   # the training pipeline's inputs -> catalog data sets
+          max_examples: null         # train on the first n examples only (null: all)
+          pooling: cls_before_pooler
+          method: {...}              # the kind's hyper-parameters (strict)
+          training: {...}            # training.trainer.TrainingConfig (strict)
+          evaluation: {}             # overrides of params:evaluation for this method
+
+    ``kind`` decides the data family (sentences, documents or pairs), hence which
+    training pipeline the method is an instance of; ``data`` maps that pipeline's
+    input names to catalog data sets where they differ from the family's defaults
+    (CLSR on NLI: ``{pairs: nli_pairs}``).
+    """
+
+    kind: str
+    pooling: str
+    data: dict = field(default_factory=dict)
+    max_examples: int | None = None
+    method: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    evaluation: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params: Mapping, name: str) -> "MethodConfig":
+        from contrastive_sentence_embeddings.pooling import check_pooling
+        from contrastive_sentence_embeddings.training.methods import method_class
+        from contrastive_sentence_embeddings.training.trainer import TrainingConfig
+
+        config = parse_strict(cls, params, name, required=("kind", "pooling"))
+        try:
+            kind = method_class(config.kind)
+            check_pooling(config.pooling)
+        except ValueError as error:
+            raise ParameterError(f"{name}: {error}") from error
+        family = FAMILIES.get(kind.family)
+        if family is None:
+            raise ParameterError(f"{name}: kind {config.kind!r} has no training pipeline (family {kind.family!r})")
+        unknown_inputs = sorted(set(config.data) - set(family))
+        if unknown_inputs:
+            raise ParameterError(f"unknown parameter(s) {', '.join(f'{name}.data.{k}' for k in unknown_inputs)}; "
+                                 f"the {kind.family} pipeline reads: {', '.join(family)}",
+                                 key=f"{name}.data.{unknown_inputs[0]}")
+        if config.max_examples is not None and int(config.max_examples) < 1:
+            raise ParameterError(f"{name}.max_examples must be a positive integer or null")
+        for what, parse in (("method", lambda p: kind.from_params(p)),
+                            ("training", lambda p: TrainingConfig.from_params(dict(p)))):
+            try:
+                parse(dict(getattr(config, what) or {}))
+            except ValueError as error:
+                raise ParameterError(f"{name}.{what}: {error}", key=_named_key(error, f"{name}.{what}")) from error
+        return config
+
+    @property
+    def family(self) -> str:
+        from contrastive_sentence_embeddings.training.methods import method_class
+
+        return method_class(self.kind).family
+
+    def inputs(self) -> dict[str, str]:
+        """The family pipeline's input names -> this method's catalog data sets."""
+        return {**FAMILIES[self.family], **self.data}
+
+    def training_config(self):
+        from contrastive_sentence_embeddings.training.trainer import TrainingConfig
+
+        return TrainingConfig.from_params(dict(self.training))
+
+
+# The data families: each training pipeline's inputs, with the catalog data sets they
+# read by default. A method's ``data`` block remaps them.
+FAMILIES: dict[str, dict[str, str]] = {
+    "sentences": {"sentences": "wiki_sentences"},
+    "documents": {"documents": "long_documents", "spans": "declutr_spans"},
+    "pairs": {"pairs": "stsb_pairs"},
+}
+
+
+def method_names(params: Mapping) -> list[str]:
+    """The ``methods`` list: the names of the method blocks the project trains."""
+    names = params.get("methods")
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ParameterError(f"methods: expected a list of method block names, got {names!r}")
+    if len(set(names)) != len(names):
+        raise ParameterError(f"methods: a name appears twice in {names}")
+    missing = [name for name in names if name not in params]
+    if missing:
+        raise ParameterError(f"methods lists {', '.join(missing)} but no parameter block of that name exists")
+    return names
+
+
+def method_configs(params: Mapping) -> dict[str, MethodConfig]:
+    return {name: MethodConfig.from_params(params[name], name) for name in method_names(params)}
+
+
+# --- the whole parameter set ------------------------------------------------------------
+TOP_LEVEL_VALUES = ("encoder", "seed", "on_bad_input", "methods")
+
+
+def validate_parameters(params: Mapping) -> None:
+    """Parse every block of the merged parameters; raise :class:`ParameterError` on the
+    first problem. A top-level key that is neither a shared value, a known block nor a
+    listed method is an error too (a misspelt block name would otherwise be unused)."""
+    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings  # noqa: F401
+
+    names = method_names(params)
+    blocks = {
+        "raw_data": lambda p: parse_strict(RawDataConfig, p, "raw_data"),
+        "data_processing": DataProcessingConfig.from_params,
+        "evaluation": lambda p: evaluation_settings(p, where="evaluation"),
+        "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
+        "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
+    }
+    unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))
+    if unknown:
+        raise ParameterError(
+            f"unknown top-level parameter(s) {', '.join(unknown)}: not a shared value ({', '.join(TOP_LEVEL_VALUES)}), "
+            f"a block ({', '.join(blocks)}) or a method listed in `methods` ({', '.join(names)})",
+            key=unknown[0],
+        )
+    for key, parse in blocks.items():
+        if key in params:
+            parse(params[key])
+    _check_on_bad_input(params.get("on_bad_input", "skip"), "on_bad_input")
+    configs = method_configs(params)
+    staged = (params.get("transfer_evaluation") or {}).get("dvc_stages") or []
+    unknown = sorted(set(staged) - set(configs))
+    if unknown:
+        raise ParameterError(f"transfer_evaluation.dvc_stages names {', '.join(unknown)}, not in `methods`",
+                             key="transfer_evaluation.dvc_stages")
+    for name, config in configs.items():
+        evaluation_settings(params.get("evaluation", {}), config.evaluation, where=f"{name}.evaluation")
+
+
+# --- which file said it -----------------------------------------------------------------
+def files_setting(key_path: str, conf_dirs: Iterable[Path]) -> list[str]:
+    """The parameter files under ``conf_dirs`` that set ``key_path`` (``a.b.c``), or
+    that set its longest existing prefix: what to name in an error message."""
+    parts = key_path.split(".")
+    found: list[str] = []
+    for conf_dir in conf_dirs:
+        for path in sorted(Path(conf_dir).glob("**/parameters*.y*ml")):
+            try:
+                node = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError):
+                continue
+            depth = 0
+            for part in parts:
+                if not isinstance(node, Mapping) or part not in node:
+                    break
+                node, depth = node[part], depth + 1
+            if depth == len(parts):
+                found.append(str(path))
+    return found
+
+
+def _named_key(error: BaseException, where: str) -> str | None:
+    """The key a library dataclass's "unknown ... parameter(s)" message names, under
+    ``where`` (``TrainingConfig`` and the methods word it their own way)."""
+    import re
+
+    match = re.search(r"unknown [\w ]*parameter\(s\):? (\w+)", str(error))
+    return f"{where}.{match.group(1)}" if match else None
+
+
+def offending_key(error: BaseException) -> str | None:
+    """The dotted path of the key an error is about, when it names one."""
+    return getattr(error, "key", None)

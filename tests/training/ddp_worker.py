@@ -26,11 +26,11 @@ def main(encoder_dir: str, data_dir: str, out_dir: str) -> None:
     results = {"initial": digest_of(AutoModel.from_pretrained(encoder_dir))}
     sentences = (data / "sentences.txt").read_text(encoding="utf-8").splitlines()
     for method in ("simcse", "scd"):
-        params = {"pooling": "cls_before_pooler", "training": training,
+        params = {"kind": method, "pooling": "cls_before_pooler", "training": training,
                   "method": {"projector_widths": [16, 16]} if method == "scd" else {}}
-        trained, result = train_on_sentences(sentences, encoder_dir, method, params)
+        trained, result = train_on_sentences(sentences, encoder_dir, params)
         results[method] = summary(trained.encoder, result)
-    params = {"pooling": "mean", "training": {**training, "batch_size": 2}, "method": {"mlm": True}}
+    params = {"kind": "declutr", "pooling": "mean", "training": {**training, "batch_size": 2}, "method": {"mlm": True}}
     trained, result = train_on_documents(pd.read_parquet(data / "documents.parquet"),
                                          pd.read_parquet(data / "spans.parquet"), encoder_dir, params)
     results["declutr"] = summary(trained.encoder, result)

@@ -21,7 +21,6 @@ from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.pipelines.data_processing.nodes import extract_stsb_pairs
 from contrastive_sentence_embeddings.training import losses
 from contrastive_sentence_embeddings.training.clsr import (
-    CLSR,
     CLSRModel,
     FrozenEmbeddings,
     PairCollate,
@@ -29,8 +28,9 @@ from contrastive_sentence_embeddings.training.clsr import (
     embed_pairs,
     frozen_model_key,
     pair_sentences,
-    train_clsr,
 )
+from contrastive_sentence_embeddings.training.methods import CLSR
+from contrastive_sentence_embeddings.training.run import train_on_pairs
 from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
 
@@ -201,23 +201,23 @@ def test_collate_gathers_the_rows_of_each_pair():
 def trained(stsb_pairs, tiny_bert_dir, sts_partitions, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     data = embed_pairs(stsb_pairs, "sentence1", "sentence2", "stsb_pairs", str(tiny_bert_dir), cache, device="cpu")
-    params = {"run_name": "clsr_test", "pooling": "mean", "method": {"temperature": 0.1, "hidden_width": 48},
+    params = {"kind": "clsr", "pooling": "mean", "method": {"temperature": 0.1, "hidden_width": 48},
               "training": {"optimizer": "sgd", "momentum": 0.9, "learning_rate": 0.5, "batch_size": 128,
                            "epochs": 3, "warmup_ratio": 0.1, "schedule": "cosine", "eval_every": 8,
                            "device": "cpu", "log_every": 4}}
     trainer_calls = []
-    import contrastive_sentence_embeddings.training.clsr as clsr_module
+    import contrastive_sentence_embeddings.training.run as run_module
 
-    original_train = clsr_module.train
+    original_train = run_module.train
 
     def spy(model, *args, **kwargs):  # keep the model in training, to compare with the saved one
         trainer_calls.append(model)
         return original_train(model, *args, **kwargs)
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(clsr_module, "train", spy)
+    patch.setattr(run_module, "train", spy)
     try:
-        model, result = train_clsr(data, str(tiny_bert_dir), params, DevScorer(sts_partitions), cache)
+        model, result = train_on_pairs(data, str(tiny_bert_dir), params, DevScorer(sts_partitions), cache)
     finally:
         patch.undo()
     path = tmp_path_factory.mktemp("models") / "clsr_test"
@@ -303,9 +303,9 @@ def test_a_saved_model_without_dense_modules_has_no_head(tmp_path, tiny_bert, to
 def test_training_refuses_embeddings_of_another_encoder(trained, tiny_bert_dir):
     data = trained["data"]
     with pytest.raises(ValueError, match="cached embeddings are"):
-        train_clsr(data, "sentence-transformers/all-MiniLM-L6-v2", {"pooling": "mean"})
+        train_on_pairs(data, "sentence-transformers/all-MiniLM-L6-v2", {"kind": "clsr", "pooling": "mean"})
     with pytest.raises(ValueError, match="cached embeddings are"):
-        train_clsr(data, str(tiny_bert_dir), {"pooling": "cls"})
+        train_on_pairs(data, str(tiny_bert_dir), {"kind": "clsr", "pooling": "cls"})
 
 
 def test_trainer_resume_fingerprint_depends_on_the_pairs(trained):

@@ -5,7 +5,7 @@ What is trained, and on what
 ----------------------------
 The pretrained encoder never changes, so the mean-pooled embedding ``x`` of every
 training sentence is computed once and cached on disk (:func:`embed_pairs`, through
-:class:`~contrastive_sentence_embeddings.evaluation.transfer.EmbeddingCache`: one
+:class:`~contrastive_sentence_embeddings.embedding_cache.EmbeddingCache`: one
 ``.npy`` per sentence list, keyed by :func:`frozen_model_key` and every sentence, so
 a changed encoder or changed data encode again and everything else is reused across
 epochs and runs). Training then only moves two small networks over those vectors:
@@ -14,7 +14,7 @@ epochs and runs). Training then only moves two small networks over those vectors
   layer of width ``w = hidden_width``, default ``h``), whose output ``f(x)`` is the
   sentence representation;
 * the *projection head* ``g``: ``Linear(h, h)``, used in training only;
-* the loss :func:`clsr_loss`: symmetric NT-Xent (``losses.nt_xent``, temperature
+* the loss ``losses.clsr_loss``: symmetric NT-Xent (``losses.nt_xent``, temperature
   0.1) over the 2m projected embeddings of a batch of m positive pairs (STS-B pairs
   scored above 4, or NLI entailment pairs), gathered across processes.
 
@@ -41,13 +41,11 @@ import pandas as pd
 import torch
 from torch import nn
 
+from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device
 from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.training import losses
-from contrastive_sentence_embeddings.training.distributed import gather_embeddings
-from contrastive_sentence_embeddings.training.methods import Logs, Method
+from contrastive_sentence_embeddings.training.methods import CLSR, Logs
 from contrastive_sentence_embeddings.training.run import TrainedEncoder
-from contrastive_sentence_embeddings.training.trainer import TrainingConfig, TrainingResult, train
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +53,21 @@ Encode = Callable[[list[str]], np.ndarray]
 
 
 # --- the training data: distinct sentences, their frozen embeddings, the pairs ----------
+# The two sentence columns of the pair tables data preparation writes.
+PAIR_LAYOUTS = (("sentence1", "sentence2"), ("premise", "hypothesis"))
+
+
+def pair_columns(pairs: pd.DataFrame, dataset: str) -> tuple[str, str]:
+    """The two sentence columns of a pairs table: STS-B pairs (``sentence1``,
+    ``sentence2``) or NLI pairs (``premise``, ``hypothesis``)."""
+    for first, second in PAIR_LAYOUTS:
+        if first in pairs.columns and second in pairs.columns:
+            return first, second
+    raise ValueError(f"{dataset}: no sentence-pair columns; expected one of "
+                     f"{' or '.join(f'({a}, {b})' for a, b in PAIR_LAYOUTS)}, the table has "
+                     f"{', '.join(map(str, pairs.columns)) or 'none'}")
+
+
 def pair_sentences(pairs: pd.DataFrame, first: str, second: str, dataset: str) -> tuple[list[str], np.ndarray]:
     """The distinct sentences of a pairs table (in order of first appearance, row by
     row, ``first`` before ``second``) and, for each row, the indices of its two
@@ -70,7 +83,7 @@ def pair_sentences(pairs: pd.DataFrame, first: str, second: str, dataset: str) -
                          f"{first!r} and {second!r}; the table has {', '.join(map(str, pairs.columns)) or 'none'})")
     if pairs.empty:
         raise ValueError(f"{dataset}: the table has no pairs to train on; check the data_processing report "
-                         "(data/08_reporting/data_report.json) for why every row was dropped")
+                         "(data/08_reporting/data_report/) for why every row was dropped")
     bad = [position for position, (a, b) in enumerate(zip(pairs[first], pairs[second]))
            if not (isinstance(a, str) and a.strip() and isinstance(b, str) and b.strip())]
     if bad:
@@ -96,20 +109,16 @@ def precision_tag(device: torch.device) -> str:
 def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None) -> str:
     """What produced a set of frozen embeddings, for the cache key (the sentences are
     added by ``EmbeddingCache``): the encoder's name, its weights' fingerprint
-    (``evaluation.evaluator.model_fingerprint``: names, sizes and modification times
+    (``embedding_cache.model_fingerprint``: names, sizes and modification times
     of a local folder's files, so replacing the weights changes it; a Hub id is its
     own fingerprint), the pooling and the precision (:func:`precision_tag`)."""
     if fingerprint is None:
-        from contrastive_sentence_embeddings.evaluation.evaluator import model_fingerprint
-
         fingerprint = model_fingerprint(encoder_name)
     return f"clsr-frozen|{encoder_name}|{fingerprint}|{check_pooling(pooling)}|{precision_tag(device)}"
 
 
 def embedding_cache(encode: Encode, cache_dir, encoder_name: str, pooling: str, device: torch.device):
     """``encode`` behind the on-disk cache in ``cache_dir`` (an ``EmbeddingCache``)."""
-    from contrastive_sentence_embeddings.evaluation.transfer import EmbeddingCache
-
     return EmbeddingCache(encode, cache_dir, frozen_model_key(encoder_name, pooling, device))
 
 
@@ -183,58 +192,6 @@ def embed_pairs(
 
 
 # --- the networks and the loss ---------------------------------------------------------
-def encoder_network(hidden_size: int, hidden_width: int) -> nn.Sequential:
-    """CLSR's encoder network: ``Linear(h, w) -> ReLU -> Linear(w, h)``."""
-    return nn.Sequential(nn.Linear(hidden_size, hidden_width), nn.ReLU(), nn.Linear(hidden_width, hidden_size))
-
-
-def clsr_loss(network: nn.Module, projection: nn.Module, first: torch.Tensor, second: torch.Tensor,
-              temperature: float = 0.1) -> torch.Tensor:
-    """CLSR's loss on a batch of m positive pairs of frozen embeddings
-    ``(first_i, second_i)``, each ``(m, h)``::
-
-        z_a = g(f(first)),  z_b = g(f(second))      (f: encoder network, g: projection)
-        e   = [z_a; z_b]                            (2m embeddings, gathered across processes)
-        loss = mean_{k=1..2m} [ -cos(e_k, e_p(k))/tau + log sum_{l != k} exp(cos(e_k, e_l)/tau) ]
-
-    i.e. ``losses.nt_xent(z_a, z_b, tau)``: each sentence's positive is its partner,
-    the other 2m - 2 sentences of the (global) batch are its negatives. Minimised;
-    mean over all 2m embeddings (symmetric in the two columns)."""
-    m = first.shape[0]
-    projected = projection(network(torch.cat([first, second])))
-    z_a, z_b = gather_embeddings(projected[:m], projected[m:])
-    return losses.nt_xent(z_a, z_b, temperature)
-
-
-@dataclass
-class CLSR(Method):
-    """CLSR's hyper-parameters: NT-Xent ``temperature`` and the encoder network's
-    hidden width (None: the encoder's hidden size)."""
-
-    name = "clsr"
-    temperature: float = 0.1
-    hidden_width: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
-        if self.hidden_width is not None and int(self.hidden_width) < 1:
-            raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
-
-    def width(self, hidden_size: int) -> int:
-        return int(self.hidden_width or hidden_size)
-
-    def build_network(self, hidden_size: int) -> nn.Sequential:
-        return encoder_network(hidden_size, self.width(hidden_size))
-
-    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
-        return nn.ModuleDict({"projection": nn.Linear(hidden_size, hidden_size)})
-
-    def loss(self, model: "CLSRModel", first: torch.Tensor, second: torch.Tensor) -> Logs:  # type: ignore[override]
-        value = clsr_loss(model.encoder, model.heads["projection"], first, second, self.temperature)
-        return {"loss": value, "nt_xent": value.detach()}
-
-
 class FrozenEmbeddings:
     """Frozen-encoder embeddings by sentence: each sentence is encoded once (through
     ``encode``, e.g. the disk cache) and kept in memory, since the dev sets are
@@ -284,7 +241,7 @@ class CLSRSentenceEncoder:
 class CLSRModel(nn.Module):
     """What the shared trainer trains: ``encoder`` is CLSR's encoder network ``f``
     (its best weights are kept), ``heads["projection"]`` the projection ``g``;
-    ``forward(first, second)`` is :func:`clsr_loss` on a batch of frozen embeddings.
+    ``forward(first, second)`` is ``losses.clsr_loss`` on a batch of frozen embeddings.
     ``frozen`` (not a module, never trained or saved here) embeds raw text for the dev
     scorer."""
 
@@ -307,8 +264,15 @@ class PairCollate:
     """A list of ``(first, second)`` row indices -> ``{"first": (m, h), "second": (m, h)}``
     frozen embeddings, the keyword arguments of :meth:`CLSRModel.forward`."""
 
-    def __init__(self, embeddings: np.ndarray):
+    def __init__(self, embeddings: np.ndarray, fingerprint: str | None = None):
         self.embeddings = torch.from_numpy(np.ascontiguousarray(embeddings, dtype=np.float32))
+        self._fingerprint = fingerprint
+
+    def fingerprint(self) -> str:
+        """Identifies the data for resuming a checkpoint (:attr:`PairEmbeddings.fingerprint`)."""
+        if self._fingerprint is None:
+            return hashlib.sha256(self.embeddings.numpy().tobytes()).hexdigest()
+        return self._fingerprint
 
     def __call__(self, examples: Sequence[tuple[int, int]]) -> dict[str, torch.Tensor]:
         rows = torch.as_tensor(list(examples), dtype=torch.long).reshape(-1, 2)
@@ -324,52 +288,34 @@ class TrainedCLSR(TrainedEncoder):
     head: nn.Module | None = field(default=None)
 
 
-def train_clsr(
-    data: PairEmbeddings, encoder_name: str, params: Mapping, dev_scorer=None, cache_dir=None
-) -> tuple[TrainedCLSR, TrainingResult]:
-    """Train CLSR's networks on ``data`` with the shared trainer (parameters as in
-    ``conf/base/parameters_clsr.yml``: ``pooling``, ``method``, ``training``) and return
-    the frozen encoder with the best encoder network (by ``dev_scorer``) as its head.
-    The dev sentences' frozen embeddings go through the cache in ``cache_dir`` too."""
+def build_clsr_model(method: CLSR, encoder: nn.Module, tokenizer, pooling: str, *, encoder_name: str,
+                     cache_dir=None, device=None, seed: int | None = None) -> "CLSRModel":
+    """CLSR's trainable model around the frozen ``encoder``: the dev sentences are
+    embedded by the frozen encoder (through the disk cache in ``cache_dir``, when
+    given) and only the encoder network and projection train. ``seed`` is set right
+    before the networks are initialised, so loading the encoder never shifts them."""
     from accelerate.utils import set_seed
 
-    from contrastive_sentence_embeddings.training.run import load_pretrained, run_metadata
-
-    run_name = params.get("run_name", "clsr")
-    config = TrainingConfig.from_params(dict(params.get("training", {})))
-    pooling = check_pooling(params.get("pooling", "mean"))
-    if (data.encoder, data.pooling) != (encoder_name, pooling):
-        raise ValueError(f"{run_name}: the cached embeddings are {data.encoder}'s {data.pooling} pooling, but the run "
-                         f"asks for {encoder_name}'s {pooling} pooling")
-    method = CLSR.from_params(dict(params.get("method", {})))
-    encoder, tokenizer = load_pretrained(encoder_name)
     encoder.requires_grad_(False)
-    hidden_size = int(encoder.config.hidden_size)
-    if data.embeddings.shape[1] != hidden_size:
-        raise ValueError(f"{data.dataset}: embeddings of width {data.embeddings.shape[1]}, but {encoder_name} has "
-                         f"hidden size {hidden_size}")
-    device = pick_device(config.device)
+    torch_device = pick_device(device)
     frozen_encoder: list[SentenceEncoder] = []  # built on the first miss only
 
     def encode_frozen(sentences: list[str]) -> np.ndarray:
         if not frozen_encoder:
-            frozen_encoder.append(SentenceEncoder(encoder, tokenizer, pooling, device=device))
+            frozen_encoder.append(SentenceEncoder(encoder, tokenizer, pooling, device=torch_device))
         return frozen_encoder[0].encode(sentences)
 
-    frozen = embedding_cache(encode_frozen, cache_dir, encoder_name, pooling, device) if cache_dir else encode_frozen
-    set_seed(config.seed)  # before the networks are initialised
-    model = CLSRModel(hidden_size, method, frozen, pooling)
-    logger.info("%s: CLSR on %s's frozen %s embeddings of %d pairs (%s), encoder network %d -> %d -> %d", run_name,
-                encoder_name, pooling, len(data.pairs), data.dataset, hidden_size, method.width(hidden_size),
-                hidden_size)
-    result = train(model, tokenizer, data.examples(), config, dev_scorer, collate=PairCollate(data.embeddings),
-                   data_fingerprint=data.fingerprint)
-    model.encoder.load_state_dict(result.best_state)
-    metadata = run_metadata(
-        run_name, CLSR.name, encoder_name, pooling, config.seed,
-        {"temperature": method.temperature, "hidden_width": method.width(hidden_size)}, result,
-        {"train_pairs": int(len(data.pairs)), "train_sentences": len(data.sentences), "pairs_dataset": data.dataset,
-         "frozen_encoder": True, "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit}},
-    )
-    head = model.encoder.cpu().eval()
-    return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=head), result
+    frozen = embedding_cache(encode_frozen, cache_dir, encoder_name, pooling, torch_device) if cache_dir else encode_frozen
+    if seed is not None:
+        set_seed(seed)
+    return CLSRModel(int(encoder.config.hidden_size), method, frozen, pooling)
+
+
+def check_pair_embeddings(data: PairEmbeddings, encoder_name: str, pooling: str, hidden_size: int) -> None:
+    """The cached embeddings must come from the encoder and pooling being trained."""
+    if (data.encoder, data.pooling) != (encoder_name, pooling):
+        raise ValueError(f"{data.dataset}: the cached embeddings are {data.encoder}'s {data.pooling} pooling, but "
+                         f"the run asks for {encoder_name}'s {pooling} pooling")
+    if data.embeddings.shape[1] != hidden_size:
+        raise ValueError(f"{data.dataset}: embeddings of width {data.embeddings.shape[1]}, but {encoder_name} has "
+                         f"hidden size {hidden_size}")

@@ -50,7 +50,9 @@ that extra all-reduce of embedding gradients.)
 This holds for losses computed on the full gathered batch (``info_nce``,
 ``nt_xent``, ``off_dropout_info_nce``, and the batch-statistics losses
 ``dimension_contrastive_loss`` / ``decorrelation`` when they are meant to use global
-batch statistics). It does *not* hold if a process keeps only its local anchors
+batch statistics; SCD here computes its terms per process instead, so its method
+says ``gathers_embeddings = False`` and the trainer does not scale it). It does
+*not* hold if a process keeps only its local anchors
 (rows) against the global negatives: then the gradients of the other processes'
 anchors with respect to ``z_r`` are lost.
 

@@ -297,3 +297,25 @@ def decorrelation(p_a: torch.Tensor, p_b: torch.Tensor, off_diagonal_weight: flo
         on_diagonal = (1.0 - torch.diagonal(c)).pow(2).sum()
         off_diagonal = c.masked_fill(diagonal_mask, 0.0).pow(2).sum()
         return on_diagonal + off_diagonal_weight * off_diagonal
+
+
+def clsr_loss(network, projection, first: torch.Tensor, second: torch.Tensor, temperature: float = 0.1,
+              gather=None) -> torch.Tensor:
+    """CLSR's loss on a batch of m positive pairs of frozen embeddings
+    ``(first_i, second_i)``, each ``(m, h)``::
+
+        z_a = g(f(first)),  z_b = g(f(second))      (f: encoder network, g: projection)
+        e   = [z_a; z_b]                            (2m embeddings)
+        loss = mean_{k=1..2m} [ -cos(e_k, e_p(k))/tau + log sum_{l != k} exp(cos(e_k, e_l)/tau) ]
+
+    i.e. :func:`nt_xent` of ``(z_a, z_b)``: each sentence's positive is its partner,
+    the other 2m - 2 sentences of the batch are its negatives. Minimised; mean over
+    all 2m embeddings (symmetric in the two columns). ``gather`` (e.g.
+    ``distributed.gather_embeddings``) widens the batch to every process's pairs
+    before the loss."""
+    m = first.shape[0]
+    projected = projection(network(torch.cat([first, second])))
+    z_a, z_b = projected[:m], projected[m:]
+    if gather is not None:
+        z_a, z_b = gather(z_a, z_b)
+    return nt_xent(z_a, z_b, temperature)

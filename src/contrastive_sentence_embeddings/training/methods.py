@@ -71,9 +71,28 @@ class Method:
     """Base of the recipes; subclasses are dataclasses of their hyper-parameters."""
 
     name = "method"
+    # The data family: which training pipeline feeds it (config.FAMILIES): sentences,
+    # documents (DeCLUTR) or pairs (CLSR).
+    family = "sentences"
     # True when the loss is computed on embeddings gathered across processes (the
     # trainer then scales it by the number of processes; see distributed.py).
     gathers_embeddings = True
+
+    def build_model(self, encoder: nn.Module, tokenizer, pooling: str, source: str, **options) -> nn.Module:
+        """The module the trainer trains: the encoder, its pooling and this method's
+        heads (``options`` are family-specific, e.g. CLSR's embedding cache)."""
+        return ContrastiveModel(encoder, pooling, self, self.pretrained_heads(source, encoder))
+
+    def trained_encoder(self, model: nn.Module, encoder: nn.Module, tokenizer, pooling: str, metadata: dict):
+        """What is saved once training is over (heads dropped): the encoder holding
+        the kept weights."""
+        from contrastive_sentence_embeddings.training.run import TrainedEncoder
+
+        return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata)
+
+    def describe(self, model: nn.Module) -> dict:
+        """The hyper-parameters as recorded in the model's metadata."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         """Training-only heads built from scratch."""
@@ -201,6 +220,7 @@ class DeCLUTR(Method):
     ``mlm_cross_entropy`` is the mean over every masked anchor token of the batch."""
 
     name = "declutr"
+    family = "documents"
     temperature: float = 0.05
     mlm: bool = True
     mlm_probability: float = 0.15
@@ -270,10 +290,70 @@ def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
     return head
 
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE, DeCLUTR)}
+@dataclass
+class CLSR(Method):
+    """CLSR: a frozen encoder's pooled embeddings, an encoder network ``f`` and a
+    projection head ``g`` trained with ``losses.clsr_loss`` (NT-Xent at
+    ``temperature``) on positive pairs. ``hidden_width`` is ``f``'s hidden layer
+    (None: the encoder's hidden size). The model is :class:`.clsr.CLSRModel`: only
+    ``f`` and ``g`` train, on cached embeddings (:mod:`.clsr`)."""
+
+    name = "clsr"
+    family = "pairs"
+    temperature: float = 0.1
+    hidden_width: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
+        if self.hidden_width is not None and int(self.hidden_width) < 1:
+            raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
+
+    def width(self, hidden_size: int) -> int:
+        return int(self.hidden_width or hidden_size)
+
+    def build_network(self, hidden_size: int) -> nn.Sequential:
+        return clsr_encoder_network(hidden_size, self.width(hidden_size))
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        return nn.ModuleDict({"projection": nn.Linear(hidden_size, hidden_size)})
+
+    def build_model(self, encoder, tokenizer, pooling, source, *, cache_dir=None, device=None, seed=None,
+                    encoder_name=None, **options):
+        from contrastive_sentence_embeddings.training.clsr import build_clsr_model
+
+        return build_clsr_model(self, encoder, tokenizer, pooling, cache_dir=cache_dir, device=device, seed=seed,
+                                encoder_name=encoder_name or source)
+
+    def trained_encoder(self, model, encoder, tokenizer, pooling, metadata):
+        from contrastive_sentence_embeddings.training.clsr import TrainedCLSR
+
+        return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=model.encoder.cpu().eval())
+
+    def describe(self, model) -> dict:
+        hidden_size = model.encoder[0].in_features
+        return {"temperature": self.temperature, "hidden_width": self.width(hidden_size)}
+
+    def loss(self, model, first: torch.Tensor, second: torch.Tensor) -> Logs:  # type: ignore[override]
+        value = losses.clsr_loss(model.encoder, model.heads["projection"], first, second, self.temperature,
+                                 gather=gather_embeddings)
+        return {"loss": value, "nt_xent": value.detach()}
+
+
+def clsr_encoder_network(hidden_size: int, hidden_width: int) -> nn.Sequential:
+    """CLSR's encoder network ``f``: ``Linear(h, w) -> ReLU -> Linear(w, h)``."""
+    return nn.Sequential(nn.Linear(hidden_size, hidden_width), nn.ReLU(), nn.Linear(hidden_width, hidden_size))
+
+
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE, DeCLUTR, CLSR)}
+
+
+def method_class(name: str) -> type[Method]:
+    """The recipe called ``name`` (a method block's ``kind``)."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method kind {name!r}; choose one of {', '.join(METHODS)}")
+    return METHODS[name]
 
 
 def build_method(name: str, params: Mapping | None = None) -> Method:
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}")
-    return METHODS[name].from_params(dict(params or {}))
+    return method_class(name).from_params(dict(params or {}))

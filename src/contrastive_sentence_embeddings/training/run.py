@@ -1,14 +1,15 @@
-"""One training run from parameters to a saved model: the glue the methods'
-pipelines call. Everything here delegates to the library (methods, trainer, saving);
-it only reads the parameter block of a method:
+"""One training run from a method's parameter block to the model to save: the glue
+the training pipelines' nodes call. Every method goes through :func:`train_method`
+(load the encoder, build the method's model, the shared trainer, keep the best
+weights); the ``train_on_*`` functions only turn a data family's prepared data into
+examples and a collate function:
 
-```yaml
-<method>:
-  run_name: simcse            # the folder under data/06_models and the leaderboard row
-  pooling: cls_before_pooler
-  method: {...}               # the method's hyper-parameters (see training.methods)
-  training: {...}             # optimisation (see training.trainer.TrainingConfig)
-```
+* :func:`train_on_sentences`: SimCSE, SCD, ImSimCSE (tokenised sentences);
+* :func:`train_on_documents`: DeCLUTR (documents whose spans make the batches);
+* :func:`train_on_pairs`: CLSR (frozen embeddings of positive pairs).
+
+The block is parsed by :class:`~contrastive_sentence_embeddings.config.MethodConfig`
+(``kind``, ``pooling``, ``max_examples``, ``method``, ``training``, ...).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from contrastive_sentence_embeddings.config import MethodConfig
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
+from contrastive_sentence_embeddings.training.methods import build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, TrainingResult, tokenize_sentences, train
 
 logger = logging.getLogger(__name__)
@@ -48,70 +50,115 @@ def load_pretrained(name: str):
     return AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
 
 
+def method_config(block: Mapping | MethodConfig, where: str = "method") -> MethodConfig:
+    """A method's parameter block (``kind``, ``pooling``, ``method``, ``training``, ...),
+    parsed strictly; an already parsed one is returned as it is."""
+    return block if isinstance(block, MethodConfig) else MethodConfig.from_params(block, where)
+
+
+def first_examples(items: Sequence, config: MethodConfig) -> Sequence:
+    """The first ``max_examples`` training examples (all when it is null)."""
+    return items[: config.max_examples] if config.max_examples else items
+
+
 def train_on_sentences(
-    sentences: Sequence[str], encoder_name: str, method_name: str, params: Mapping, dev_scorer=None
+    sentences: Sequence[str], encoder_name: str, block: Mapping | MethodConfig, dev_scorer=None
 ) -> tuple[TrainedEncoder, TrainingResult]:
-    """Train ``method_name`` from the pretrained ``encoder_name`` on ``sentences``."""
+    """Train a sentence method (SimCSE, SCD, ImSimCSE: ``block.kind``) from the
+    pretrained ``encoder_name`` on ``sentences``."""
+    config = method_config(block)
+    sentences = list(first_examples(list(sentences), config))
 
-    def examples(tokenizer, model, config):
-        return tokenize_sentences(tokenizer, sentences, config.max_length), None, {"train_sentences": len(sentences)}
+    def examples(tokenizer, model, training):
+        return tokenize_sentences(tokenizer, sentences, training.max_length), None, {"train_sentences": len(sentences)}
 
-    return train_method(encoder_name, method_name, params, examples, dev_scorer)
+    return train_method(encoder_name, config, examples, dev_scorer)
 
 
 def train_on_documents(
-    long_documents: pd.DataFrame, declutr_spans: pd.DataFrame, encoder_name: str, params: Mapping, dev_scorer=None
+    long_documents: pd.DataFrame, declutr_spans: pd.DataFrame, encoder_name: str, block: Mapping | MethodConfig,
+    dev_scorer=None,
 ) -> tuple[TrainedEncoder, TrainingResult]:
-    """Train DeCLUTR from ``encoder_name`` on the sampled spans of the documents; a
-    training example is a document, a batch ``batch_size`` documents."""
+    """Train a document method (DeCLUTR) from ``encoder_name`` on the sampled spans of
+    the documents; a training example is a document, a batch ``batch_size`` documents."""
+    config = method_config(block)
 
-    def examples(tokenizer, model, config):
+    def examples(tokenizer, model, training):
         method = model.method
         spans = spans_by_document(declutr_spans)
         token_ids = training_documents(long_documents, spans, len(tokenizer))
+        documents = first_examples(sorted(token_ids), config)
         # Span lengths come from data_processing.declutr_spans; only the model's own limit clips them.
         limit = max_sequence_length(tokenizer, model.encoder.config) - tokenizer.num_special_tokens_to_add()
         collate = DeclutrCollate(token_ids, spans, tokenizer, max_span_tokens=limit,
                                  mlm_probability=method.mlm_probability if method.mlm else None,
-                                 bucket_tokens=method.bucket_tokens, seed=config.seed)
+                                 bucket_tokens=method.bucket_tokens, seed=training.seed)
         epochs = sorted({epoch for epoch, _ in spans})
-        return sorted(token_ids), collate, {"train_documents": len(token_ids), "span_epochs": len(epochs),
-                                             "anchor_spans": int(len(declutr_spans))}
+        return documents, collate, {"train_documents": len(documents), "span_epochs": len(epochs),
+                                    "anchor_spans": int(len(declutr_spans))}
 
-    return train_method(encoder_name, "declutr", params, examples, dev_scorer)
+    return train_method(encoder_name, config, examples, dev_scorer)
+
+
+def train_on_pairs(
+    data, encoder_name: str, block: Mapping | MethodConfig, dev_scorer=None, cache_dir=None
+) -> tuple[TrainedEncoder, TrainingResult]:
+    """Train a pair method (CLSR) on the frozen embeddings of positive pairs
+    (:class:`.clsr.PairEmbeddings`); the dev sentences' frozen embeddings go through
+    the cache in ``cache_dir`` too."""
+    from contrastive_sentence_embeddings.training.clsr import PairCollate, check_pair_embeddings
+
+    config = method_config(block)
+
+    def examples(tokenizer, model, training):
+        check_pair_embeddings(data, encoder_name, config.pooling, model.encoder[0].in_features)
+        pairs = first_examples(data.examples(), config)
+        return pairs, PairCollate(data.embeddings, data.fingerprint), {
+            "train_pairs": len(pairs), "train_sentences": len(data.sentences), "pairs_dataset": data.dataset,
+            "frozen_encoder": True, "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit}}
+
+    training = config.training_config()
+    options = {"cache_dir": cache_dir, "device": training.device, "encoder_name": encoder_name}
+    return train_method(encoder_name, config, examples, dev_scorer, model_options=options)
 
 
 def train_method(
-    encoder_name: str, method_name: str, params: Mapping, make_examples: Callable, dev_scorer=None
+    encoder_name: str, block: Mapping | MethodConfig, make_examples: Callable, dev_scorer=None,
+    model_options: Mapping | None = None,
 ) -> tuple[TrainedEncoder, TrainingResult]:
-    """Load ``encoder_name``, build the method and its heads, train on what
-    ``make_examples(tokenizer, model, config)`` returns (``(examples, collate or None,
-    a description of the data for the metadata)``) and return the best encoder."""
+    """The one way every method trains: load ``encoder_name``, build the method
+    (``block.kind``) and the model it trains (:meth:`.methods.Method.build_model`),
+    train on what ``make_examples(tokenizer, model, training_config)`` returns
+    (``(examples, collate or None, a description of the data for the metadata)``)
+    with the shared trainer, and return what is to be saved: the encoder with the
+    kept weights (:meth:`.methods.Method.trained_encoder`)."""
     from accelerate.utils import set_seed
 
-    config = TrainingConfig.from_params(dict(params.get("training", {})))
-    pooling = check_pooling(params["pooling"])
-    set_seed(config.seed)  # before the heads are initialised
+    config = method_config(block)
+    training = config.training_config()
+    pooling = check_pooling(config.pooling)
+    set_seed(training.seed)  # before the heads are initialised
     encoder, tokenizer = load_pretrained(encoder_name)
-    method = build_method(method_name, params.get("method", {}))
-    model = ContrastiveModel(encoder, pooling, method, method.pretrained_heads(resolve_encoder(encoder_name), encoder))
-    examples, collate, data_description = make_examples(tokenizer, model, config)
-    logger.info("%s: %s, %s, %s pooling, heads (training only): %s", params.get("run_name", method_name),
-                encoder_name, ", ".join(f"{k} {v}" for k, v in data_description.items()), pooling,
+    method = build_method(config.kind, config.method)
+    model = method.build_model(encoder, tokenizer, pooling, resolve_encoder(encoder_name), seed=training.seed,
+                               **dict(model_options or {}))
+    examples, collate, data_description = make_examples(tokenizer, model, training)
+    logger.info("%s: %s, %s, %s pooling, heads (training only): %s", config.kind, encoder_name,
+                ", ".join(f"{k} {v}" for k, v in data_description.items()), pooling,
                 ", ".join(model.heads.keys()) or "none")
-    result = train(model, tokenizer, examples, config, dev_scorer, collate=collate)
-    encoder.load_state_dict(result.best_state)
-    metadata = run_metadata(params.get("run_name", method_name), method_name, encoder_name, pooling, config.seed,
-                            dict(params.get("method", {})), result, data_description)
-    return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata), result
+    result = train(model, tokenizer, examples, training, dev_scorer, collate=collate)
+    model.encoder.load_state_dict(result.best_state)
+    metadata = run_metadata(config.kind, encoder_name, pooling, training.seed, method.describe(model), result,
+                            data_description)
+    return method.trained_encoder(model, encoder, tokenizer, pooling, metadata), result
 
 
-def run_metadata(name: str, method_name: str, encoder_name: str, pooling: str, seed: int, method_params: Mapping,
+def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, method_params: Mapping,
                  result: TrainingResult, data_description: Mapping) -> dict:
     """What a trained model records about its run (``cse_metadata.json``): every method
-    writes the same keys, plus its own description of the data."""
+    writes the same keys, plus its own description of the data. The model's ``name``
+    is its folder's, added when it is saved (``datasets.SentenceEncoderDataset``)."""
     return {
-        "name": name,
         "method": method_name,
         "base_encoder": encoder_name,
         "pooling": pooling,

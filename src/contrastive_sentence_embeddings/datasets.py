@@ -1,9 +1,13 @@
 """Kedro datasets of this project.
 
-``RawFileDataset`` is the catalog type of everything in ``data/01_raw``: loading
-gives a lazy :class:`~contrastive_sentence_embeddings.data.raw_file.RawFile` handle
-(nothing is read until a node streams it), saving copies a file byte for byte. Used
-inside a ``partitions.PartitionedDataset`` it represents a raw directory.
+* ``RawFileDataset``: the catalog type of everything in ``data/01_raw``; loading gives
+  a lazy :class:`~contrastive_sentence_embeddings.data.raw_file.RawFile` handle
+  (nothing is read until a node streams it), saving copies a file byte for byte. Used
+  inside a ``partitions.PartitionedDataset`` it represents a raw directory.
+* ``MetricsFolderDataset``: a folder of per-model metrics files that may be empty.
+* ``SentenceEncoderDataset``: a trained model (``<method>.model``), saved for
+  sentence-transformers and AutoModel, named after its folder.
+* ``EmbeddingCacheDataset``: a content-addressed embedding cache filled in place.
 """
 
 from __future__ import annotations
@@ -96,7 +100,10 @@ class SentenceEncoderDataset(AbstractDataset):
     def save(self, data) -> None:
         from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 
-        save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, data.metadata,
+        # The model is called after its folder (data/06_models/<method>), so the name in
+        # its metadata, its metrics file and its leaderboard row can never disagree.
+        metadata = {"name": self._filepath.name, **{k: v for k, v in data.metadata.items() if k != "name"}}
+        save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, metadata,
                               head=getattr(data, "head", None))
 
     def load(self) -> str:

@@ -1,69 +1,144 @@
-"""Project pipelines.
+"""Project pipelines, derived from one graph.
 
-Every folder under ``pipelines/`` is a building block. What a user runs is composed
-here so that one command does everything it needs: ``kedro run --pipelines=baseline``
-ingests the raw data, scores the encoder and updates the leaderboard. DVC stages run
-the single scoring node of a block (``--nodes``), so that each file has one owning
-stage.
+The graph is built once (:func:`build_graph`) from the ``methods`` list of the
+parameters: raw-data ingestion, data preparation, the baseline, and for every listed
+method one namespaced instance of its data family's training pipeline followed by the
+shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), plus a
+``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer tasks.
+Everything a user runs is cut from that graph, never restated:
 
-The blocks are imported explicitly rather than found with ``find_pipelines``: Kedro
-1.7 makes ``find_pipelines`` return only the pipelines named on the command line, and
-the composed pipelines need their building blocks whatever was asked for.
+* ``<method>``: what the graph needs for ``<method>.metrics`` (``to_outputs``: only the
+  data steps that method reads) and the leaderboard;
+* ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
+* ``evaluation``: the transfer instances and the baseline's transfer scores, for the
+  models already trained, and the leaderboard;
+* ``leaderboard``: the table from the metrics files present;
+* ``__default__``: the whole graph; every evaluation reads the model data set it scores,
+  so Kedro orders it after that model's training.
+
+``kedro run --namespaces=simcse`` runs one method's nodes on prepared data (what DVC's
+stage template does); ``--namespaces=transfer.simcse`` its transfer evaluation.
+
+Adding a method is a parameter block (``conf/base/parameters_<name>.yml`` with its
+``kind``) and its name in ``methods`` (``conf/base/parameters.yml``); see
+``docs/architecture.md``.
 """
+
 from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from kedro.pipeline import Pipeline
 
-from contrastive_sentence_embeddings.pipelines import (
-    baseline,
-    clsr_nli,
-    clsr_stsb,
-    data_processing,
-    declutr,
-    evaluation,
-    imsimcse,
-    leaderboard,
-    raw_data,
-    scd,
-    simcse,
-)
+from contrastive_sentence_embeddings.config import MethodConfig, method_configs
+from contrastive_sentence_embeddings.pipelines import data_processing, evaluation, leaderboard, raw_data, training
+from contrastive_sentence_embeddings.pipelines.data_processing.pipeline import PREPARED
 
-BLOCKS = {
-    "raw_data": raw_data,
-    "data_processing": data_processing,
-    "baseline": baseline,
-    "evaluation": evaluation,
-    "simcse": simcse,
-    "scd": scd,
-    "imsimcse": imsimcse,
-    "declutr": declutr,
-    "clsr_stsb": clsr_stsb,
-    "clsr_nli": clsr_nli,
-}
-# Block name -> the metrics data set(s) it writes.
-METRICS_OUTPUTS = {
-    "baseline": ["baseline_metrics"],
-    "evaluation": ["evaluated_metrics"],
-    "simcse": ["simcse_metrics"],
-    "scd": ["scd_metrics"],
-    "imsimcse": ["imsimcse_metrics"],
-    "declutr": ["declutr_metrics"],
-    "clsr_stsb": ["clsr_stsb_metrics"],
-    "clsr_nli": ["clsr_nli_metrics"],
-}
-# Blocks that train on prepared data also run data preparation.
-NEEDS_PREPARED_DATA = {"simcse", "scd", "imsimcse", "declutr", "clsr_stsb", "clsr_nli"}
+TRANSFER_NAMESPACE = "transfer"
+
+# The leaderboard and the transfer instances read a method's data sets (simcse.metrics,
+# simcse.model) from outside its namespace on purpose; Kedro warns about the dot in
+# such names on every run.
+warnings.filterwarnings("ignore", message="One or more dataset names contain '.'", category=UserWarning)
+
+
+def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
+    """``name``'s training (its family's template) and scoring, under namespace
+    ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``."""
+    template = training.create_pipeline(config.family) + evaluation.create_pipeline()
+    return Pipeline(
+        template,
+        namespace=name,
+        inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
+                                      | evaluation.pipeline.SHARED_INPUTS
+                                      if shared in template.inputs()}},
+        parameters={"params:block": f"params:{name}", "params:encoder": "params:encoder",
+                    "params:evaluation": "params:evaluation"},
+        tags=["method", config.kind, config.family],
+    )
+
+
+def transfer_pipeline(name: str) -> Pipeline:
+    """``name``'s model scored with the transfer tasks too, under namespace
+    ``transfer.<name>``: ``<name>.metrics_full``."""
+    return Pipeline(
+        evaluation.create_pipeline(),
+        namespace=f"{TRANSFER_NAMESPACE}.{name}",
+        inputs={"model": f"{name}.model", "raw_sts": "raw_sts", "raw_transfer": "raw_transfer"},
+        outputs={"metrics": f"{name}.metrics_full"},
+        parameters={"params:evaluation": "params:evaluation", "params:block": "params:transfer_evaluation"},
+        tags=[TRANSFER_NAMESPACE],
+    )
+
+
+def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
+    """Every node of the project once."""
+    graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
+    for name, config in methods.items():
+        graph += method_pipeline(name, config) + transfer_pipeline(name)
+    return graph
+
+
+def metrics_outputs(methods: Iterable[str]) -> list[str]:
+    return [f"{name}.metrics" for name in methods]
+
+
+def transfer_outputs(methods: Iterable[str]) -> list[str]:
+    return [f"{name}.metrics_full" for name in methods]
+
+
+def with_leaderboard(pipeline: Pipeline, after: Iterable[str]) -> Pipeline:
+    """``pipeline`` and the leaderboard, which waits for the metrics ``after``."""
+    return pipeline + leaderboard.create_pipeline(after=sorted(after))
+
+
+def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipeline]:
+    """What ``kedro run --pipelines=<name>`` runs, each cut from ``graph``."""
+    methods = list(methods)
+    pipelines = {
+        "raw_data": graph.only_nodes_with_tags("raw_data"),
+        "data_processing": graph.to_outputs(*PREPARED),
+        "baseline": with_leaderboard(graph.to_outputs("baseline_metrics"), ["baseline_metrics"]),
+        "leaderboard": leaderboard.create_pipeline(),
+    }
+    for name in methods:
+        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics"), [f"{name}.metrics"])
+    transfer = transfer_outputs(methods) + ["baseline_transfer_metrics"]
+    transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes(
+        "baseline.transfer")
+    pipelines["evaluation"] = with_leaderboard(transfer_nodes, transfer)
+    pipelines["__default__"] = with_leaderboard(graph, ["baseline_metrics", *metrics_outputs(methods), *transfer])
+    return pipelines
+
+
+# --- the parameters the graph is built from ----------------------------------------------
+def project_root(start: Path | None = None) -> Path:
+    """The Kedro project folder at or above ``start`` (the working directory)."""
+    from kedro.utils import find_kedro_project
+
+    root = find_kedro_project(start or Path.cwd())
+    if root is None:
+        raise RuntimeError(f"no Kedro project (pyproject.toml with [tool.kedro]) at or above {start or Path.cwd()}")
+    return Path(root)
+
+
+def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
+    """The merged parameters the graph's shape comes from: ``conf/base`` and the
+    environment in ``KEDRO_ENV`` (the ``methods`` list belongs in ``conf/base``, so that
+    every environment, DVC and kedro-viz see the same graph)."""
+    from kedro.config import OmegaConfigLoader
+    from kedro.framework.project import settings
+
+    root = root or project_root()
+    env = env or os.environ.get("KEDRO_ENV")
+    args = dict(settings.CONFIG_LOADER_ARGS)
+    loader = OmegaConfigLoader(conf_source=str(root / settings.CONF_SOURCE), env=env, **args)
+    return dict(loader["parameters"])
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    blocks = {name: module.create_pipeline() for name, module in BLOCKS.items()}
-    pipelines = dict(blocks)
-    pipelines["leaderboard"] = leaderboard.create_pipeline()
-    for name, outputs in METRICS_OUTPUTS.items():
-        upstream = blocks["raw_data"] + (blocks["data_processing"] if name in NEEDS_PREPARED_DATA else Pipeline([]))
-        pipelines[name] = upstream + blocks[name] + leaderboard.create_pipeline(after=outputs)
-    every_metrics_output = [output for outputs in METRICS_OUTPUTS.values() for output in outputs]
-    pipelines["__default__"] = sum(blocks.values(), Pipeline([])) + leaderboard.create_pipeline(
-        after=every_metrics_output
-    )
-    return pipelines
+    methods = method_configs(graph_parameters())
+    return user_pipelines(build_graph(methods), methods)

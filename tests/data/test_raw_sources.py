@@ -86,7 +86,7 @@ def test_one_line_flattens_a_document():
 def test_every_raw_source_has_a_catalog_entry_and_a_dvc_output():
     import yaml
 
-    from tests.conftest import PROJECT_ROOT
+    from tests.helpers import PROJECT_ROOT
 
     catalog = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog.yml").read_text())
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]

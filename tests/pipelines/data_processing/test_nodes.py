@@ -124,8 +124,3 @@ def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tm
         nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")
     with pytest.raises(FileNotFoundError, match="no NLI files"):
         nodes.extract_nli_pairs(partitions(files), {"splits": ["test"]}, "skip")
-
-
-def test_data_report_merges_every_step():
-    merged = nodes.write_data_report({"a": {"rows_in": 1}}, {"b": {"rows_in": 2}})
-    assert merged == {"a": {"rows_in": 1}, "b": {"rows_in": 2}}

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from contrastive_sentence_embeddings.data.raw_sources import RAW_SOURCES
-from tests.conftest import ScratchProject
+from tests.helpers import ScratchProject
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +120,11 @@ def test_nli_pairs_match_a_direct_reading_of_the_files(project, mirror_dir):
 
 def test_the_data_report_accounts_for_every_row(project):
     root, _ = project
-    report = json.loads((root / "data/08_reporting/data_report.json").read_text())
+    report = {}
+    for path in (root / "data/08_reporting/data_report").glob("*.json"):  # one file per step, named after it
+        step = json.loads(path.read_text())
+        assert set(step) == {path.stem}
+        report.update(step)
     assert set(report) == {"sentence_candidates", "wiki_sentences", "long_documents", "declutr_spans", "stsb_pairs", "nli_pairs"}
     for step, counts in report.items():
         assert counts["rows_dropped"] == sum(counts["dropped"].values()), step
@@ -136,4 +140,6 @@ def test_kedro_viz_builds_the_static_site(project):
     assert result.returncode == 0, result.stderr[-2000:]
     graph = json.loads((root / "build/api/main").read_text())
     tasks = {node["name"] for node in graph["nodes"] if node["type"] == "task"}
-    assert {"ingest_wiki", "sample_declutr_spans", "write_data_report"} <= tasks
+    assert {"ingest_wiki", "sample_declutr_spans", "extract_nli_pairs"} <= tasks
+    # The data sets sit in Kedro's data layers, raw -> ... -> reporting.
+    assert {"raw", "intermediate", "primary", "model_input", "models", "reporting"} <= set(graph["layers"])

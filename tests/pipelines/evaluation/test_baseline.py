@@ -1,4 +1,4 @@
-"""``baseline``, ``evaluation`` and the leaderboard end to end through Kedro, on the real
+"""``baseline``, ``evaluation`` (the transfer instances) and the leaderboard end to end through Kedro, on the real
 evaluation data, with a tiny random encoder standing in for the default one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from contrastive_sentence_embeddings.encoding import METADATA_FILE
 from contrastive_sentence_embeddings.pooling import POOLING_METHODS
-from tests.conftest import ScratchProject
+from tests.helpers import ScratchProject
 
 pytestmark = pytest.mark.integration
 
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     overrides = {
         "encoder": str(tiny_bert_dir),
-        "evaluation_pipeline": {"models_dir": "data/06_models", "baseline_poolings": ["mean"],
-                                "overrides": {"transfer": True, "transfer_tasks": ["TREC", "MRPC"], "k_folds": 3}},
+        "transfer_evaluation": {"baseline_poolings": ["mean"],
+                                "evaluation": {"transfer": True, "transfer_tasks": ["TREC", "MRPC"], "k_folds": 3}},
     }
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir, overrides)
     scratch.run(["baseline"])
@@ -55,18 +55,22 @@ def test_leaderboard_has_a_row_per_metrics_file(project):
 
 
 def test_evaluation_pipeline_scores_trained_models_with_transfer(project, tiny_bert_dir):
-    model_dir = project.root / "data/06_models/tiny-simcse"
+    """A model where the catalog keeps simcse's (data/06_models/simcse), scored by its
+    transfer instance, ``transfer.simcse``, beside the baseline's transfer node."""
+    model_dir = project.root / "data/06_models/simcse"
     shutil.copytree(tiny_bert_dir, model_dir)
     (model_dir / METADATA_FILE).write_text(json.dumps(
-        {"name": "tiny-simcse", "method": "simcse", "base_encoder": "tiny", "pooling": "cls_before_pooler", "seed": 7}))
-    project.run(["evaluation"])
+        {"name": "simcse", "method": "simcse", "base_encoder": "tiny", "pooling": "cls_before_pooler", "seed": 7}))
+    project.run(["evaluation"], node_names=["transfer.simcse.evaluate", "baseline.transfer"])
+    project.run(["leaderboard"])
     metrics = read_metrics(project.root, "metrics_full")
-    assert set(metrics) == {"tiny-simcse", "baseline-mean"}
-    assert metrics["tiny-simcse"]["model"]["seed"] == 7
-    for name in ("tiny-simcse", "baseline-mean"):
+    assert set(metrics) == {"simcse", "baseline-mean"}
+    assert metrics["simcse"]["model"]["seed"] == 7
+    assert metrics["simcse"]["model"]["path"] == "data/06_models/simcse"  # relative to the project root
+    for name in ("simcse", "baseline-mean"):
         assert {"TREC", "MRPC", "MRPC_f1", "sts_avg"} <= set(metrics[name]), name
     assert "TREC" not in read_metrics(project.root)["baseline-mean"]  # the STS-only file is untouched
     table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv").set_index("model")
-    assert len(table) == 6 and table.loc["tiny-simcse", "method"] == "simcse"
+    assert len(table) == 6 and table.loc["simcse", "method"] == "simcse"
     assert table["TREC"].notna().sum() == 2  # the re-scored baseline-mean row gained its transfer columns
-    assert table.loc["tiny-simcse", "TREC"] == pytest.approx(metrics["tiny-simcse"]["TREC"], abs=1e-4)
+    assert table.loc["simcse", "TREC"] == pytest.approx(metrics["simcse"]["TREC"], abs=1e-4)

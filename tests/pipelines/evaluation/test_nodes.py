@@ -1,19 +1,30 @@
 import json
+from pathlib import Path
 
 from contrastive_sentence_embeddings.encoding import METADATA_FILE
 from contrastive_sentence_embeddings.evaluation.evaluator import ModelSpec
-from contrastive_sentence_embeddings.pipelines.evaluation.nodes import baseline_specs, trained_model_specs
+from contrastive_sentence_embeddings.pipelines.evaluation.nodes import (
+    baseline_specs,
+    project_relative,
+    trained_model_spec,
+)
 
 
-def test_trained_models_are_found_by_their_metadata(tmp_path, caplog):
-    (tmp_path / "simcse").mkdir()
-    (tmp_path / "simcse" / METADATA_FILE).write_text(json.dumps(
+def test_a_trained_model_is_described_by_its_metadata_with_a_project_relative_path(tmp_path, monkeypatch):
+    model = tmp_path / "data" / "06_models" / "simcse"
+    model.mkdir(parents=True)
+    (model / METADATA_FILE).write_text(json.dumps(
         {"name": "simcse", "method": "simcse", "base_encoder": "bert", "pooling": "cls_before_pooler", "seed": 3}))
-    (tmp_path / "stray").mkdir()
-    specs = trained_model_specs(tmp_path)
-    assert specs == [ModelSpec("simcse", str(tmp_path / "simcse"), "cls_before_pooler", "simcse", "bert", 3)]
-    assert "1 folder(s) without cse_metadata.json were not evaluated: stray" in caplog.text
-    assert trained_model_specs(tmp_path / "missing") == []
+    monkeypatch.chdir(tmp_path)
+    spec = trained_model_spec(str(model.resolve()))
+    assert spec == ModelSpec("simcse", "data/06_models/simcse", "cls_before_pooler", "simcse", "bert", 3)
+
+
+def test_paths_outside_the_project_and_hub_ids_are_kept_as_they_are(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert project_relative("bert-base-uncased") == "bert-base-uncased"
+    outside = Path("/") / "elsewhere" / "model"
+    assert project_relative(outside) == str(outside)
 
 
 def test_baseline_rows_are_named_by_pooling():

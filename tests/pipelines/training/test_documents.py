@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
+from tests.helpers import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     # 112 documents in batches of 40: 2 steps an epoch, 2 epochs, each with its own spans.
-    declutr = base_parameters("declutr", "declutr", batch_size=40, epochs=2, max_steps=None, eval_every=2,
+    declutr = base_parameters("declutr", batch_size=40, epochs=2, max_steps=None, eval_every=2,
                               log_every=1)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "declutr": declutr})

@@ -1,4 +1,4 @@
-"""CLSR end to end through Kedro with a tiny random encoder: raw data -> STS-B pairs ->
+"""The pairs family (CLSR) end to end through Kedro with a tiny random encoder: raw data -> STS-B pairs ->
 frozen embeddings (cached) -> trained encoder network -> saved model -> STS metrics ->
 leaderboard row; a second run reads the embeddings from the cache; the NLI variant
 runs on the NLI entailment pairs."""
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
+from tests.helpers import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
@@ -19,13 +19,13 @@ SHORT = {"epochs": 4, "batch_size": 128, "eval_every": 8, "log_every": 4}
 
 
 def clsr_params(variant: str) -> dict:
-    return base_parameters("clsr", variant, **SHORT)
+    return base_parameters(variant, **SHORT)
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     nli = clsr_params("clsr_nli")
-    nli["n_pairs"] = 600
+    nli["max_examples"] = 600
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "clsr_stsb": clsr_params("clsr_stsb"), "clsr_nli": nli})
     scratch.run(["clsr_stsb"])
@@ -60,14 +60,14 @@ def test_the_model_curve_metrics_and_leaderboard_row(project):
 
 def test_a_second_run_reads_the_embeddings_from_the_cache(project):
     first = metadata(project, "clsr_stsb")
-    project.run(["clsr_stsb"], node_names=["embed_clsr_stsb_pairs", "train_clsr_stsb"])
+    project.run(["clsr_stsb"], node_names=["clsr_stsb.embed_pairs", "clsr_stsb.train"])
     second = metadata(project, "clsr_stsb")
     assert second["embedding_cache"] == {"key": first["embedding_cache"]["key"], "hit": True}
     assert second["best_dev"] == pytest.approx(first["best_dev"])  # same data, same seed: the same run
 
 
 def test_the_nli_variant_trains_on_entailment_pairs(project):
-    project.run(["clsr_nli"], node_names=["embed_clsr_nli_pairs", "train_clsr_nli"])
+    project.run(["clsr_nli"])  # its own data step too: the clsr_stsb run extracted no NLI pairs
     saved = metadata(project, "clsr_nli")
     assert saved["name"] == "clsr_nli" and saved["pairs_dataset"] == "nli_pairs" and saved["train_pairs"] == 600
     assert saved["embedding_cache"]["hit"] is False

@@ -15,14 +15,14 @@ import torch
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
-from tests.conftest import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
+from tests.helpers import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
-    simcse = base_parameters("simcse", "simcse", max_steps=20, eval_every=10, batch_size=32, learning_rate=1e-4)
+    simcse = base_parameters("simcse", max_steps=20, eval_every=10, batch_size=32, learning_rate=1e-4)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "simcse": simcse})
     scratch.run(["simcse"])

@@ -1,20 +1,32 @@
-"""Nodes of the ``data_processing`` pipeline. Each wires library functions together,
-logs rows in / out / dropped, and returns its counts for the data report."""
+"""Nodes of the ``data_processing`` pipeline. Each parses its parameter block
+strictly (``config``), wires library functions together, logs rows in / out /
+dropped, and returns its counts: one data-report file per step
+(``data/08_reporting/data_report/<step>.json``), so a run that prepares only what one
+method needs still reports every step it ran."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
+from contrastive_sentence_embeddings.config import (
+    LongDocumentsConfig,
+    NliPairsConfig,
+    SpansParams,
+    StsbPairsConfig,
+    WikiSentencesConfig,
+    parse_strict,
+)
 from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport, merge_reports
-from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
+from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.spans import sample_spans
 from contrastive_sentence_embeddings.encoders import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -54,6 +66,7 @@ def collect_sentence_candidates(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Every candidate sentence with its ``file:line``: spaCy-split, detokenised
     WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``)."""
+    params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     _check_choices(params["inputs"], SENTENCE_INPUTS, "wiki_sentences.inputs")
     report = StepReport("sentence_candidates")
     frames = []
@@ -76,6 +89,7 @@ def sample_sentences(
     candidates: pd.DataFrame, params: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Clean, length-filter and de-duplicate the candidates, then draw the seeded sample."""
+    params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     report = StepReport("wiki_sentences", rows_in=len(candidates))
     kept = wikipedia.clean_and_filter_sentences(
         candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True)
@@ -95,6 +109,7 @@ def build_long_documents(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """WikiText articles and OpenWebText documents, tokenised once with the encoder's
     tokenizer, keeping those of at least ``min_doc_tokens`` tokens."""
+    params = asdict(parse_strict(LongDocumentsConfig, params, "data_processing.long_documents"))
     _check_choices(params["inputs"], DOCUMENT_INPUTS, "long_documents.inputs")
     report = StepReport("long_documents")
     tokenizer = load_tokenizer(encoder)
@@ -127,20 +142,14 @@ def sample_declutr_spans(
     long_documents: pd.DataFrame, params: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Anchor and positive spans for every document and epoch (see ``data.spans``)."""
-    config = SpanConfig(
-        num_anchors=params["num_anchors"],
-        num_positives=params["num_positives"],
-        min_length=params["min_length"],
-        max_length=params["max_length"],
-        anchor_gap=params.get("anchor_gap", 0),
-    )
+    settings = parse_strict(SpansParams, params, "data_processing.declutr_spans")
     report = StepReport("declutr_spans")
     spans = sample_spans(
         long_documents["doc_id"].tolist(),
         long_documents["n_tokens"].tolist(),
-        config,
-        seed=params["seed"],
-        epochs=params["epochs"],
+        settings.span_config(),
+        seed=settings.seed,
+        epochs=settings.epochs,
         report=report,
     )
     report.log(logger)
@@ -156,6 +165,7 @@ def extract_stsb_pairs(
     raw_sts: Partitions, params: dict[str, Any], on_bad_input: str
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``."""
+    params = asdict(parse_strict(StsbPairsConfig, params, "data_processing.stsb_pairs"))
     report = StepReport("stsb_pairs")
     files = {
         match.group(1): load
@@ -182,6 +192,7 @@ def extract_nli_pairs(
     """(premise, hypothesis) entailment pairs from SentEval-layout files
     (``<corpus>/s1.<split>``, ``s2.<split>``, ``labels.<split>``) and Hub-layout
     Parquet files (``<corpus>/<split>.parquet``); ``splits: null`` takes every split."""
+    params = asdict(parse_strict(NliPairsConfig, params, "data_processing.nli_pairs"))
     report = StepReport("nli_pairs")
     wanted = params.get("splits")
     tables = []
@@ -207,8 +218,3 @@ def extract_nli_pairs(
     entailment = pairs.entailment_pairs(tables, report)
     report.log(logger)
     return entailment, {report.step: report.to_dict()}
-
-
-def write_data_report(*reports: dict[str, Any]) -> dict[str, Any]:
-    """All steps' counts in one JSON document (a DVC metric)."""
-    return merge_reports(*reports)

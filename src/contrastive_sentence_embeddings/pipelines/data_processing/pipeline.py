@@ -1,4 +1,15 @@
-"""The ``data_processing`` pipeline: from ``data/01_raw`` to model inputs and one data report."""
+"""The ``data_processing`` pipeline: from ``data/01_raw`` to model inputs, each step
+with its own data-report file (``report_<step>``, a DVC metric)::
+
+    raw_wiki, raw_longdocs -> collect_sentence_candidates -> sentence_candidates
+    sentence_candidates    -> sample_sentences            -> wiki_sentences
+    raw_longdocs, raw_openwebtext -> build_long_documents -> long_documents
+    long_documents         -> sample_declutr_spans        -> declutr_spans
+    raw_sts                -> extract_stsb_pairs          -> stsb_pairs
+    raw_nli                -> extract_nli_pairs           -> nli_pairs
+
+A method's pipeline runs only the steps its inputs need (``pipeline_registry``).
+"""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -15,50 +26,47 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["raw_wiki", "raw_longdocs", "params:data_processing.wiki_sentences", BAD_INPUT],
                 ["sentence_candidates", "report_sentence_candidates"],
                 name="collect_sentence_candidates",
+                tags=["sentences"],
             ),
             Node(
                 nodes.sample_sentences,
                 ["sentence_candidates", "params:data_processing.wiki_sentences"],
                 ["wiki_sentences", "report_wiki_sentences"],
                 name="sample_sentences",
+                tags=["sentences"],
             ),
             Node(
                 nodes.build_long_documents,
                 ["raw_longdocs", "raw_openwebtext", "params:data_processing.long_documents", "params:encoder", BAD_INPUT],
                 ["long_documents", "report_long_documents"],
                 name="build_long_documents",
+                tags=["documents"],
             ),
             Node(
                 nodes.sample_declutr_spans,
                 ["long_documents", "params:data_processing.declutr_spans"],
                 ["declutr_spans", "report_declutr_spans"],
                 name="sample_declutr_spans",
+                tags=["documents"],
             ),
             Node(
                 nodes.extract_stsb_pairs,
                 ["raw_sts", "params:data_processing.stsb_pairs", BAD_INPUT],
                 ["stsb_pairs", "report_stsb_pairs"],
                 name="extract_stsb_pairs",
+                tags=["pairs"],
             ),
             Node(
                 nodes.extract_nli_pairs,
                 ["raw_nli", "params:data_processing.nli_pairs", BAD_INPUT],
                 ["nli_pairs", "report_nli_pairs"],
                 name="extract_nli_pairs",
-            ),
-            Node(
-                nodes.write_data_report,
-                [
-                    "report_sentence_candidates",
-                    "report_wiki_sentences",
-                    "report_long_documents",
-                    "report_declutr_spans",
-                    "report_stsb_pairs",
-                    "report_nli_pairs",
-                ],
-                "data_report",
-                name="write_data_report",
+                tags=["pairs"],
             ),
         ],
         tags="data_processing",
     )
+
+
+# The prepared data sets, the outputs a method's training pipeline may read.
+PREPARED = ("wiki_sentences", "long_documents", "declutr_spans", "stsb_pairs", "nli_pairs")

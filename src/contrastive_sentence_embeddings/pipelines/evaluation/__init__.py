@@ -1,4 +1,7 @@
-"""The ``evaluation`` pipeline: every trained model, scored on STS and the transfer tasks."""
-from .pipeline import create_pipeline
+"""``evaluation``: the scoring sub-pipeline every model goes through (STS and
+alignment/uniformity; the transfer tasks in the ``transfer`` instances), and the
+baseline's scoring of the untrained encoder."""
 
-__all__ = ["create_pipeline"]
+from .pipeline import baseline_pipeline, create_pipeline
+
+__all__ = ["baseline_pipeline", "create_pipeline"]

@@ -1,19 +1,40 @@
-"""``kedro run --pipelines=evaluation``: score every model under ``data/06_models``
-(and the baseline) on STS, the transfer tasks and alignment/uniformity."""
+"""The scoring sub-pipeline every trained model goes through, instantiated by the
+registry under each method's namespace (STS, alignment/uniformity) and under
+``transfer.<method>`` (the SentEval transfer tasks as well)::
+
+    model, raw_sts, raw_transfer -> evaluate -> metrics
+
+``params:block`` maps to the method's block, or to ``transfer_evaluation``; its
+``evaluation`` mapping overrides ``params:evaluation``. The baseline (the untrained encoder with every
+pooling, from one encoding) has its own nodes, in the ``baseline`` namespace.
+"""
 
 from kedro.pipeline import Node, Pipeline
 
 from . import nodes
 
+SHARED_INPUTS = {"raw_sts", "raw_transfer"}
+
 
 def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline([
+        Node(nodes.evaluate_model, ["model", "raw_sts", "raw_transfer", "params:evaluation", "params:block"],
+             "metrics", name="evaluate", tags=["evaluation"]),
+    ])
+
+
+def baseline_pipeline() -> Pipeline:
+    """``baseline.evaluate`` (STS for every pooling) and ``baseline.transfer`` (the
+    transfer tasks for ``transfer_evaluation.baseline_poolings``)."""
     return Pipeline(
         [
-            Node(
-                nodes.evaluate_all_models,
-                ["raw_sts", "raw_transfer", "params:encoder", "params:evaluation_pipeline", "params:evaluation"],
-                "evaluated_metrics",
-                name="evaluate_all_models",
-            )
-        ]
+            Node(nodes.evaluate_baseline,
+                 ["raw_sts", "raw_transfer", "params:encoder", "params:baseline", "params:evaluation"],
+                 "baseline_metrics", name="evaluate", tags=["evaluation"]),
+            Node(nodes.evaluate_baseline_transfer,
+                 ["raw_sts", "raw_transfer", "params:encoder", "params:transfer_evaluation", "params:evaluation"],
+                 "baseline_transfer_metrics", name="transfer", tags=["evaluation", "transfer"]),
+        ],
+        namespace="baseline",
+        prefix_datasets_with_namespace=False,
     )

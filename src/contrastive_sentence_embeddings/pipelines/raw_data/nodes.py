@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from contrastive_sentence_embeddings.config import RawDataConfig, parse_strict
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.raw_sources import materialise_raw_source
 
@@ -14,11 +15,12 @@ def make_ingest(source: str) -> Callable[[dict[str, Any]], dict[str, RawFile]]:
     relative path, are written by the catalog's partitioned dataset)."""
 
     def ingest(raw_data: dict[str, Any]) -> dict[str, RawFile]:
+        config = parse_strict(RawDataConfig, raw_data, "raw_data")
         return materialise_raw_source(
             source,
-            mirror_dir=raw_data.get("mirror_dir"),
-            mode=raw_data.get("mode", "auto"),
-            hub_options=(raw_data.get("hub") or {}).get(source),
+            mirror_dir=config.mirror_dir,
+            mode=config.mode,
+            hub_options=(config.hub or {}).get(source),
         )
 
     ingest.__name__ = ingest.__qualname__ = f"ingest_{source}"

@@ -1,0 +1,50 @@
+"""The training nodes, one per data family. Each reads its prepared data and the
+method's block (``params:<method>``, parsed by ``config.MethodConfig``) and calls
+:mod:`contrastive_sentence_embeddings.training.run`; the model and its training curve
+go to ``<method>.model`` and ``<method>.training_curve``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from contrastive_sentence_embeddings.config import MethodConfig
+from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+from contrastive_sentence_embeddings.training import run
+from contrastive_sentence_embeddings.training.clsr import PairEmbeddings, embed_pairs, pair_columns
+
+
+def train_on_sentences(sentences: pd.DataFrame, raw_sts: Mapping, encoder: str, block: Mapping):
+    """A sentence method (SimCSE, SCD, ImSimCSE) on the ``sentence`` column; the kept
+    weights are the best by the dev scores of ``raw_sts``."""
+    trained, result = run.train_on_sentences(sentences["sentence"].tolist(), encoder, MethodConfig.from_params(
+        block, "method"), DevScorer(raw_sts))
+    return trained, result.curve
+
+
+def train_on_documents(documents: pd.DataFrame, spans: pd.DataFrame, raw_sts: Mapping, encoder: str,
+                       block: Mapping):
+    """A document method (DeCLUTR) on the sampled spans of the tokenised documents."""
+    trained, result = run.train_on_documents(documents, spans, encoder, MethodConfig.from_params(block, "method"),
+                                             DevScorer(raw_sts))
+    return trained, result.curve
+
+
+def embed_pair_sentences(pairs: pd.DataFrame, embedding_cache: str, encoder: str, block: Mapping) -> PairEmbeddings:
+    """Frozen embeddings of every sentence of the pairs (the first ``max_examples``
+    pairs only, when set), from the embedding cache when it holds them."""
+    config = MethodConfig.from_params(block, "method")
+    if config.max_examples:
+        pairs = pairs.head(config.max_examples)
+    first, second = pair_columns(pairs, config.inputs()["pairs"])
+    return embed_pairs(pairs, first, second, config.inputs()["pairs"], encoder, embedding_cache, config.pooling,
+                       device=config.training_config().device)
+
+
+def train_on_pairs(pair_embeddings: PairEmbeddings, raw_sts: Mapping, embedding_cache: str, encoder: str,
+                   block: Mapping):
+    """A pair method (CLSR) on the frozen embeddings of the pairs."""
+    trained, result = run.train_on_pairs(pair_embeddings, encoder, MethodConfig.from_params(block, "method"),
+                                         DevScorer(raw_sts), embedding_cache)
+    return trained, result.curve

@@ -1,0 +1,154 @@
+"""The registry derives every user pipeline from one graph: each method's pipeline runs
+only the data steps its inputs need, no evaluation can run before the model it
+scores, and a new method needs only a parameter block and its name in ``methods``."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from contrastive_sentence_embeddings.config import ParameterError, method_configs
+from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, user_pipelines
+from tests.helpers import PROJECT_ROOT, ScratchProject, base_parameters
+
+RAW = {f"ingest_{source}" for source in ("wiki", "longdocs", "openwebtext", "sts", "nli", "transfer")}
+SENTENCE_STEPS = {"ingest_wiki", "ingest_longdocs", "collect_sentence_candidates", "sample_sentences"}
+SCORING_INPUTS = {"ingest_sts", "ingest_transfer"}
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    params = graph_parameters(PROJECT_ROOT)
+    methods = method_configs(params)
+    return params, methods, user_pipelines(build_graph(methods), methods)
+
+
+def node_names(pipeline) -> set[str]:
+    return {node.name for node in pipeline.nodes}
+
+
+def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
+    _, _, pipelines = shipped
+    for method in ("simcse", "scd", "imsimcse"):
+        assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
+            f"{method}.train", f"{method}.evaluate", "build_leaderboard"}
+    assert node_names(pipelines["declutr"]) == SCORING_INPUTS | {
+        "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
+        "declutr.train", "declutr.evaluate", "build_leaderboard"}
+    assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
+        "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate", "build_leaderboard"}
+    assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
+        "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
+        "build_leaderboard"}
+
+
+def test_the_other_user_pipelines(shipped):
+    _, methods, pipelines = shipped
+    assert node_names(pipelines["raw_data"]) == RAW
+    assert node_names(pipelines["data_processing"]) == RAW - {"ingest_transfer"} | {
+        "collect_sentence_candidates", "sample_sentences", "build_long_documents", "sample_declutr_spans",
+        "extract_stsb_pairs", "extract_nli_pairs"}
+    assert node_names(pipelines["baseline"]) == SCORING_INPUTS | {"baseline.evaluate", "build_leaderboard"}
+    # The transfer tasks score the models already trained: no training, no data preparation.
+    assert node_names(pipelines["evaluation"]) == {f"transfer.{m}.evaluate" for m in methods} | {
+        "baseline.transfer", "build_leaderboard"}
+    assert node_names(pipelines["leaderboard"]) == {"build_leaderboard"}
+    every_node = node_names(pipelines["__default__"])
+    for name, pipeline in pipelines.items():
+        assert node_names(pipeline) <= every_node, name
+
+
+def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
+    """In every pipeline, a node that reads a model comes after the node that writes
+    it (Kedro runs ``pipeline.nodes`` in this topological order), and in the whole
+    graph every model read is written by a node of the graph."""
+    _, methods, pipelines = shipped
+    for name, pipeline in pipelines.items():
+        order = {node.name: index for index, node in enumerate(pipeline.nodes)}
+        writer = {output: node.name for node in pipeline.nodes for output in node.outputs}
+        for node in pipeline.nodes:
+            for model in (i for i in node.inputs if i.endswith(".model")):
+                if name == "__default__":
+                    assert model in writer, (node.name, model)
+                if model in writer:
+                    assert order[writer[model]] < order[node.name], (name, node.name, model)
+    default = pipelines["__default__"]
+    for method in methods:
+        readers = {node.name for node in default.nodes if f"{method}.model" in node.inputs}
+        assert readers == {f"{method}.evaluate", f"transfer.{method}.evaluate"}
+    leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
+    assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
+
+
+def test_methods_read_their_family_inputs_and_their_own_block(shipped):
+    _, methods, pipelines = shipped
+    graph = pipelines["__default__"]
+    train = {node.name: node for node in graph.nodes if node.name.endswith(".train")}
+    assert "wiki_sentences" in train["simcse.train"].inputs and "params:simcse" in train["simcse.train"].inputs
+    assert {"long_documents", "declutr_spans"} <= set(train["declutr.train"].inputs)
+    embed = {node.name: node for node in graph.nodes if node.name.endswith(".embed_pairs")}
+    assert "nli_pairs" in embed["clsr_nli.embed_pairs"].inputs and "stsb_pairs" in embed["clsr_stsb.embed_pairs"].inputs
+    assert train["clsr_nli.train"].outputs == ["clsr_nli.model", "clsr_nli.training_curve"]
+
+
+def test_the_methods_list_is_checked(shipped):
+    params, _, _ = shipped
+    with pytest.raises(ParameterError, match="methods lists nope but no parameter block"):
+        method_configs({**params, "methods": ["simcse", "nope"]})
+    with pytest.raises(ParameterError, match="unknown method kind 'simcsee'"):
+        method_configs({**params, "simcse": {**params["simcse"], "kind": "simcsee"}})
+
+
+# --- through Kedro, as a user runs it -----------------------------------------------------
+@pytest.mark.integration
+def test_a_method_added_by_parameters_alone_trains_and_reaches_the_leaderboard(tmp_path, mirror_dir, tiny_bert_dir):
+    """A throw-away method: a SimCSE variant at another temperature, declared by a
+    parameter block and one more name in ``methods``, nothing else."""
+    block = base_parameters("simcse", max_steps=2, eval_every=2, batch_size=16,
+                            checkpoint_dir="data/07_model_output/checkpoints/simcse_t01")
+    block["method"] = {**block["method"], "temperature": 0.1}
+    block["max_examples"] = 64
+    methods = graph_parameters(PROJECT_ROOT)["methods"] + ["simcse_t01"]
+    project = ScratchProject(tmp_path, mirror_dir, {"encoder": str(tiny_bert_dir)})
+    try:
+        (tmp_path / "conf/base/parameters_simcse_t01.yml").write_text(yaml.safe_dump({"simcse_t01": block}))
+        base = tmp_path / "conf/base/parameters.yml"
+        base.write_text(base.read_text().replace("methods: [", f"methods: [simcse_t01, "))
+        assert graph_parameters(tmp_path)["methods"] == ["simcse_t01", *methods[:-1]]
+        project.run(["simcse_t01"])
+        metadata = json.loads((tmp_path / "data/06_models/simcse_t01/cse_metadata.json").read_text())
+        assert metadata["name"] == "simcse_t01" and metadata["method"] == "simcse"
+        assert metadata["method_params"]["temperature"] == 0.1 and metadata["train_sentences"] == 64
+        metrics = json.loads((tmp_path / "data/08_reporting/metrics/simcse_t01.json").read_text())
+        assert metrics["model"]["name"] == "simcse_t01"
+        assert "simcse_t01" in set(pd.read_csv(tmp_path / "data/08_reporting/leaderboard.csv")["model"])
+        assert (tmp_path / "data/08_reporting/training_curves/simcse_t01.csv").is_file()
+    finally:
+        project.close()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"simcse": {"training": {"lerning_rate": 1e-4}}}, "simcse.training.lerning_rate"),
+        ({"simcse": {"pooling_method": "mean"}}, "simcse.pooling_method"),
+        ({"declutr": {"method": {"temprature": 0.1}}}, "declutr.method.temprature"),
+        ({"data_processing": {"declutr_spans": {"num_anchor": 3}}}, "data_processing.declutr_spans.num_anchor"),
+        ({"evaluation": {"batchsize": 3}}, "evaluation.batchsize"),
+        ({"raw_data": {"mirror": "x"}}, "raw_data.mirror"),
+        ({"simcsee": {"kind": "simcse"}}, "simcsee"),
+    ],
+)
+def test_a_misspelt_parameter_stops_the_run_naming_the_key_and_the_file(tmp_path, mirror_dir, overrides, key):
+    project = ScratchProject(tmp_path, mirror_dir, overrides)
+    try:
+        with pytest.raises(ParameterError) as error:
+            project.run(["raw_data"])
+    finally:
+        project.close()
+    message = str(error.value)
+    assert key in message and "conf/local/parameters.yml" in message, message
+    assert not (tmp_path / "data/01_raw").exists() or not any((tmp_path / "data/01_raw").iterdir())  # nothing ran

@@ -52,7 +52,7 @@ github.com/SAP-samples/acl2022-self-contrastive-decorrelation, ``scd/models.py``
 --hidden_dropout_prob=0.05 --hidden_dropout_prob_noise=0.155``, projector
 ``4096-4096-4096``)::
 
-    c = bn(projector(h_a)).T @ bn(projector(h_b)) / N        # bn: BatchNorm1d(affine=False)
+    c = bn(projector(h_a)).T @ bn(projector(h_b)) / N        # bn: BatchNorm1d(affine=False), applied once
     decorrelation = sum_j (c_jj - 1)^2 + task_lambda * sum_{j != k} c_jk^2
     self_contrast = mean_i cos(h_a_i, h_b_i) / temp          # SimCSE's Similarity divides by temp
     loss = task_alpha * self_contrast + task_beta * decorrelation
@@ -285,10 +285,19 @@ def decorrelation(p_a: torch.Tensor, p_b: torch.Tensor, off_diagonal_weight: flo
         C    = standardise(p_a)^T standardise(p_b) / N        (d x d)
         loss = sum_j (1 - C_jj)^2 + lambda * sum_{j != k} C_jk^2
 
-    with ``standardise`` = ``BatchNorm1d(affine=False)`` over the batch and
+    with ``standardise`` = ``BatchNorm1d(affine=False)`` in training mode over the
+    batch (``(p - mean) / sqrt(var + 1e-5)``, biased variance) and
     ``lambda = off_diagonal_weight`` (0.012 in the SCD reference command, 0.013 in
     the paper). Minimised; a *sum* over the matrix entries (not a mean), as in the
     reference code. Needs N >= 2.
+
+    ``p_a`` and ``p_b`` are the *raw* projector outputs (the last Linear of
+    ``heads.decorrelation_projector``): the standardisation here is the reference
+    code's ``cls.bn`` and must be the only one. Inputs that were batch-normalised
+    already would be standardised twice; that differs from the reference when a
+    feature's batch variance is small against the eps (BatchNorm's output then has
+    a variance of about ``var / (var + eps)`` << 1, which a second standardisation
+    would blow back up to 1, hiding the collapsed feature from ``(1 - C_jj)^2``).
     """
     _check_pair(p_a, p_b, "decorrelation")
     with _float32(p_a, p_b):

@@ -130,7 +130,8 @@ class SCD(Method):
     ``self_contrast_weight * self_contrast(h_a, h_b)`` (mean cosine, minimised: pushes
     the views apart) plus ``decorrelation_weight * decorrelation(p_a, p_b,
     off_diagonal_weight)`` on the projector outputs (pulls features together and
-    decorrelates them). Defaults are the reference code's BERT settings (see
+    decorrelates them); the projector outputs are batch-normalised once, inside the
+    decorrelation loss, as the reference code's ``bn(projector(.))``. Defaults are the reference code's BERT settings (see
     ``conf/base/parameters_scd.yml`` for the paper's notation)."""
 
     name = "scd"
@@ -151,8 +152,17 @@ class SCD(Method):
         with dropout_rate(model.encoder, self.rate_b):
             h_b = model.embed(input_ids, attention_mask)
         # Per-pair and batch-statistics terms: no gathering (BatchNorm is per process).
+        return self.objective(h_a, h_b, model.heads["projector"])
+
+    def objective(self, h_a: torch.Tensor, h_b: torch.Tensor, projector: nn.Module) -> Logs:
+        """The SCD loss of two views of a batch, with ``bn`` = standardisation over the
+        batch applied once, inside ``losses.decorrelation`` (the projector ends with
+        its last Linear)::
+
+            loss = self_contrast_weight * mean_i cos(h_a_i, h_b_i)
+                 + decorrelation_weight * decorrelation(projector(h_a), projector(h_b), off_diagonal_weight)
+        """
         contrast = losses.self_contrast(h_a, h_b)
-        projector = model.heads["projector"]
         decorrelation = losses.decorrelation(projector(h_a), projector(h_b), self.off_diagonal_weight)
         value = self.self_contrast_weight * contrast + self.decorrelation_weight * decorrelation
         return {"loss": value, "self_contrast": contrast.detach(), "decorrelation": decorrelation.detach()}

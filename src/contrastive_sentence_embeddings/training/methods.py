@@ -173,7 +173,17 @@ class ImSimCSE(Method):
     """ImSimCSE / SimCSE++ (Xu et al., 2023): SimCSE's two dropout views (through the
     MLP) as the positive, negatives from a third, dropout-free pass weighted as in
     ``losses.off_dropout_info_nce`` (``m``), plus ``dcl_weight`` times the
-    dimension-wise contrastive loss on the two views."""
+    dimension-wise contrastive loss on the two views.
+
+    Follows the authors' code of September 2022 (Jiahao004/SimCSE-plus-plus at
+    899e49b, ``models_re_vicreg.py``; defaults of ``train_re_vicreg.py`` at 24b0c5b:
+    ``m = pos_ratio = 0.9``, DCL weight 0.1, DCL temperature 5), the only released
+    version in which the README's SimCSE++ script trains both terms. From 2022-11
+    both terms default off and at the repository's head (c171daa, 2022-12; read at
+    51d2db5, 2024-01) the DCL term is commented out, so the head's script trains
+    plain InfoNCE; see the module docstring of :mod:`.losses` for the versions read.
+    That script passes ``pos_ratio 1`` for the full model; ``m = 0.9`` is the
+    scripts' Python default (set ``m: 1`` to match ``run_re_vicreg.sh``)."""
 
     name = "imsimcse"
     temperature: float = 0.05

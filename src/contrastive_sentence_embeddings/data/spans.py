@@ -113,7 +113,9 @@ SPAN_PARAMETERS = ("num_anchors", "num_positives", "min_length", "max_length", "
 _REQUIRED_SPAN_PARAMETERS = ("num_anchors", "num_positives", "min_length", "max_length", "epochs", "seed")
 
 
-def span_settings_from_params(params: Mapping, block: str = "data_processing.declutr_spans") -> tuple[SpanConfig, int, int]:
+def span_settings_from_params(
+    params: Mapping, block: str = "data_processing.declutr_spans"
+) -> tuple[SpanConfig, int, int]:
     """``(config, seed, epochs)`` from the ``declutr_spans`` parameter block, parsed
     strictly: an unknown (e.g. misspelt) or missing key is an error naming it.
     ``anchor_gap`` defaults to 0 and ``anchor_placement`` to ``uniform``."""

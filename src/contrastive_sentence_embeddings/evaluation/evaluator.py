@@ -242,9 +242,10 @@ def evaluate_encoder(
                 results[pooling].update(score_sts(data.sts, embedding_of))
                 pairs = sts_pair_predictions(data.sts, embedding_of)
                 if settings.sts_bootstrap_resamples > 0:
+                    average_key = "sts_avg" if "sts_avg" in results[pooling] else None
                     results[pooling].update(bootstrap_task_intervals(
                         pairs, settings.sts_bootstrap_resamples, settings.sts_bootstrap_seed,
-                        settings.sts_confidence_level, average_key="sts_avg" if "sts_avg" in results[pooling] else None))
+                        settings.sts_confidence_level, average_key=average_key))
                 if pair_predictions is not None:
                     for spec in specs:
                         if spec.pooling == pooling:

@@ -35,8 +35,8 @@ command, last changed in 19036b624fab1e913432d5b1b438088b9d50cc9d, 2022-09-25,
 which passes ``--pos_ratio 1`` and no loss switches):
 
 * 899e49b7be62b1b841a06ef4100ed84736795c34 (2022-09-21; ``train_re_vicreg.py`` at
-  24b0c5bd8a519761026eea91488dae92b74166a7): off-dropout negatives and DCL always on; the script's defaults
-  ``pos_ratio 0.9``, ``sw_temp 5``, ``sw_weight 0.1``. **This is the version we
+  24b0c5bd8a519761026eea91488dae92b74166a7): off-dropout negatives and DCL always
+  on; the script's defaults ``pos_ratio 0.9``, ``sw_temp 5``, ``sw_weight 0.1``. **This is the version we
   follow**, with ``simcse/models_re.py`` of the same commit (off-dropout alone,
   ``run_re.sh`` with ``pos_ratio 0.9``; its ``train_re.py``, a52ea2d, was deleted
   in 4febaee on 2022-11-10).

@@ -102,8 +102,21 @@ class SpansParams:
     min_length: int = 32
     max_length: int = 512
     anchor_gap: int = 0
+    anchor_placement: str = "uniform"   # uniform (any valid position) or reference (the released sampler's cells)
     epochs: int = 1
     seed: int = 42
+
+    REQUIRED = ("num_anchors", "num_positives", "min_length", "max_length", "epochs", "seed")
+
+    @classmethod
+    def from_params(cls, params: Mapping, where: str = "data_processing.declutr_spans") -> "SpansParams":
+        """The block parsed strictly, its span settings checked by ``SpanConfig``."""
+        settings = parse_strict(cls, params, where, required=cls.REQUIRED)
+        try:
+            settings.span_config()
+        except ValueError as error:
+            raise ParameterError(f"{where}: {error}", key=where) from error
+        return settings
 
     def span_config(self):
         from contrastive_sentence_embeddings.data.spans import SpanConfig
@@ -138,12 +151,13 @@ class DataProcessingConfig:
         _check_keys(cls, params, where)
         nested = {"wiki_sentences": WikiSentencesConfig, "long_documents": LongDocumentsConfig,
                   "declutr_spans": SpansParams, "stsb_pairs": StsbPairsConfig, "nli_pairs": NliPairsConfig}
-        values = {key: parse_strict(kind, params.get(key), f"{where}.{key}") for key, kind in nested.items()}
+        values = {key: parse_strict(kind, params.get(key), f"{where}.{key}") for key, kind in nested.items()
+                  if key != "declutr_spans"}
+        values["declutr_spans"] = SpansParams.from_params(params.get("declutr_spans") or {}, f"{where}.declutr_spans")
         values["on_bad_input"] = _check_on_bad_input(params.get("on_bad_input", "skip"), f"{where}.on_bad_input")
         config = cls(**values)
         if config.declutr_spans.epochs < 1:
-            raise ParameterError(f"{where}.declutr_spans.epochs must be at least 1")
-        config.declutr_spans.span_config()  # its own range checks, with the block named
+            raise ParameterError(f"{where}.declutr_spans.epochs must be at least 1", key=f"{where}.declutr_spans.epochs")
         return config
 
 

@@ -7,6 +7,7 @@ from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import (
     SpanConfig,
     place_anchors,
+    place_anchors_in_cells,
     positive_start_range,
     sample_document_spans,
     sample_spans,
@@ -14,6 +15,7 @@ from contrastive_sentence_embeddings.data.spans import (
 )
 
 PAPER = SpanConfig(num_anchors=2, num_positives=2, min_length=32, max_length=512, anchor_gap=512)
+PAPER_REFERENCE = SpanConfig(2, 2, 32, 512, anchor_gap=512, anchor_placement="reference")
 
 
 def test_span_length_formula_by_hand():
@@ -47,11 +49,21 @@ def _check_document(spans, doc_length, config):
             # overlapping, adjacent to, or subsumed by its anchor
             assert start - length <= p_start <= end
             assert p_end >= start and p_start <= end
+    if config.anchor_placement == "reference":
+        cell = config.max_length
+        for (_, end), (next_start, _) in zip(anchors, anchors[1:]):
+            assert next_start - end >= cell  # at least one whole cell between two anchors
+        for start, end in anchors:
+            assert start // cell == (end - 1) // cell  # inside one cell
+            assert end <= doc_length // cell * cell  # never in the tail
 
 
 @pytest.mark.parametrize(
     "config",
-    [PAPER, SpanConfig(3, 1, 8, 64, anchor_gap=0), SpanConfig(1, 4, 16, 16)],
+    [PAPER, SpanConfig(3, 1, 8, 64, anchor_gap=0), SpanConfig(1, 4, 16, 16),
+     PAPER_REFERENCE, SpanConfig(3, 1, 8, 64, anchor_gap=64, anchor_placement="reference"),
+     SpanConfig(1, 4, 16, 16, anchor_placement="reference"), SpanConfig(4, 2, 8, 32, anchor_placement="reference")],
+    ids=lambda c: f"{c.anchor_placement}-A{c.num_anchors}-P{c.num_positives}-{c.min_length}-{c.max_length}",
 )
 def test_span_invariants_over_many_documents(config):
     rng = np.random.default_rng(0)
@@ -90,9 +102,10 @@ def test_place_anchors_refuses_what_cannot_fit():
     assert place_anchors(rng, 300, [100, 100], gap=100) == [0, 200]
 
 
-def test_sample_spans_is_deterministic_per_seed_and_epoch_and_order_free():
+@pytest.mark.parametrize("placement", ["uniform", "reference"])
+def test_sample_spans_is_deterministic_per_seed_and_epoch_and_order_free(placement):
     ids, lengths = [f"doc{i}" for i in range(20)], [3000] * 20
-    config = SpanConfig(2, 2, 32, 256, anchor_gap=256)
+    config = SpanConfig(2, 2, 32, 256, anchor_gap=256, anchor_placement=placement)
     first = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("a"))
     again = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("b"))
     assert first.equals(again)
@@ -125,3 +138,95 @@ def test_span_config_rejects_impossible_settings():
         SpanConfig(num_anchors=0)
     with pytest.raises(ValueError):
         SpanConfig(anchor_gap=-1)
+
+
+# --- anchor placement: reference (the released sampler's cells) vs uniform ---------------
+
+
+def _anchor_starts(config, doc_length, draws, seed=5):
+    rng = np.random.default_rng(seed)
+    return [(start, end) for _ in range(draws)
+            for start, end, _, _ in sample_document_spans(rng, doc_length, config)]
+
+
+def test_reference_anchors_lie_inside_one_cell_start_near_its_boundary_and_never_in_the_tail():
+    config = SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement="reference")
+    doc_length = 1000  # 7 cells of 128 tokens; tokens 896..999 are the tail
+    anchors = _anchor_starts(config, doc_length, 3000)
+    for start, end in anchors:
+        cell = start // 128
+        assert (end - 1) // 128 == cell  # inside one cell...
+        assert start - cell * 128 <= 128 - (end - start)  # ...starting at most l_max - length after its boundary
+        assert end <= 7 * 128  # never in the tail
+    starts = np.array([start for start, _ in anchors])
+    assert set(starts // 128) == set(range(7))  # every cell is used
+    # offsets within the cell are uniform on [0, l_max - length], length ~ Beta(4, 2): mean about
+    # (l_max - l_min) / 6 = 16 tokens after the boundary (uniform placement: about 64)
+    assert np.mean(starts % 128) == pytest.approx(96 / 6, abs=2.0)
+
+
+def test_uniform_anchor_starts_spread_over_all_valid_positions_the_tail_included():
+    config = SpanConfig(2, 2, 32, 128, anchor_gap=128)
+    anchors = _anchor_starts(config, 1000, 3000)
+    starts = np.array([start for start, _ in anchors])
+    assert np.mean(starts % 128) == pytest.approx(64, abs=4)  # no clustering at multiples of l_max
+    assert any(end > 7 * 128 for _, end in anchors)  # the tail can be an anchor
+    histogram = np.bincount(starts // 100, minlength=10)[:9]
+    assert histogram.min() > 0.3 * histogram.max()  # starts reach every part of the document
+
+
+def test_reference_cell_choice_by_hand():
+    # 4 cells, 2 anchors: 4 // 2 = 2 is not < 2, so the first cell is uniform; it and its neighbours go.
+    rng = np.random.default_rng(0)
+    firsts = []
+    for _ in range(2000):
+        first, second = place_anchors_in_cells(rng, 4 * 10, [10, 10], 10)
+        assert abs(first // 10 - second // 10) >= 2  # a neighbouring cell is never taken
+        firsts.append(first // 10)
+    assert set(firsts) == {0, 1, 2, 3}
+    # 6 cells, 3 anchors: 6 // 3 = 2 < 3, so the first anchor takes the first or the last cell.
+    firsts = {place_anchors_in_cells(rng, 60, [10, 10, 10], 10)[0] // 10 for _ in range(200)}
+    assert firsts == {0, 5}
+
+
+def test_reference_skips_and_counts_documents_shorter_than_the_released_minimum():
+    config = SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement="reference")
+    assert config.min_document_length == 2 * 2 * 128
+    report = StepReport("t")
+    spans = sample_spans(["long", "short"], [512, 511], config, seed=0, epochs=1, report=report)
+    assert set(spans["doc_id"]) == {"long"}
+    reason = "document shorter than 2 * num_anchors * max_length (anchor_placement: reference)"
+    assert report.dropped == {reason: 1} and report.examples[reason] == ["short (epoch 0)"]
+
+
+def test_uniform_is_the_default_and_unchanged_by_the_placement_option():
+    ids, lengths = [f"doc{i}" for i in range(5)], [1500] * 5
+    default = sample_spans(ids, lengths, SpanConfig(2, 2, 32, 128, anchor_gap=128), 42, 1, StepReport("a"))
+    uniform = sample_spans(ids, lengths, SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement="uniform"),
+                           42, 1, StepReport("b"))
+    reference = sample_spans(ids, lengths, SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement="reference"),
+                             42, 1, StepReport("c"))
+    assert default.equals(uniform) and not default.equals(reference)
+
+
+def span_settings_from_params(params):
+    from contrastive_sentence_embeddings.config import SpansParams
+
+    settings = SpansParams.from_params(params)
+    return settings.span_config(), settings.seed, settings.epochs
+
+
+def test_span_parameters_are_parsed_strictly():
+    params = {"num_anchors": 2, "num_positives": 2, "min_length": 32, "max_length": 512, "anchor_gap": 512,
+              "epochs": 1, "seed": 42, "anchor_placement": "reference"}
+    config, seed, epochs = span_settings_from_params(params)
+    assert config == PAPER_REFERENCE and (seed, epochs) == (42, 1)
+    assert span_settings_from_params({k: v for k, v in params.items() if k != "anchor_placement"})[0] == PAPER
+    with pytest.raises(ValueError, match="unknown parameter\\(s\\) data_processing.declutr_spans.anchor_placment"):
+        span_settings_from_params({**params, "anchor_placment": "reference"})
+    with pytest.raises(ValueError, match="missing parameter\\(s\\) data_processing.declutr_spans.seed"):
+        span_settings_from_params({k: v for k, v in params.items() if k != "seed"})
+    with pytest.raises(ValueError, match="anchor_placement must be one of uniform, reference"):
+        span_settings_from_params({**params, "anchor_placement": "cells"})
+    with pytest.raises(ValueError, match="anchor_gap 1024 cannot be honoured"):
+        span_settings_from_params({**params, "anchor_gap": 1024})

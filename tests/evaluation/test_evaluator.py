@@ -64,3 +64,45 @@ def test_model_fingerprint_changes_with_the_weights(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"three")
     assert evaluator.model_fingerprint(str(tmp_path)) != first
     assert evaluator.model_fingerprint("bert-base-uncased") == "bert-base-uncased"
+
+
+def test_sts_intervals_and_per_pair_predictions_for_significance(tiny_bert_dir, sts_partitions, tmp_path):
+    from scipy.stats import spearmanr
+
+    from contrastive_sentence_embeddings.evaluation.significance import (
+        bootstrap_task_intervals,
+        load_pair_predictions,
+        save_pair_predictions,
+    )
+    from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
+
+    settings = evaluator.EvaluationSettings(alignment=False, device="cpu", sts_bootstrap_resamples=200)
+    data = evaluator.EvaluationData.read(sts_partitions, {}, settings)
+    spec = evaluator.ModelSpec("tiny-mean", str(tiny_bert_dir), "mean", "test", "tiny")
+    predictions = {}
+    metrics = evaluator.evaluate_models([spec], data, settings, pair_predictions=predictions)["tiny-mean"]
+
+    pairs = predictions["tiny-mean"]
+    assert set(pairs) == set(STS_TASKS)
+    for task in STS_TASKS:
+        gold = np.concatenate([subset.scores for subset in data.sts[task]])
+        np.testing.assert_array_equal(pairs[task]["gold"], gold)  # every scored pair, in the suite's order
+        assert len(pairs[task]["predicted"]) == len(gold)
+        # the saved predictions are the ones the reported "all" score was computed from
+        assert spearmanr(pairs[task]["predicted"], gold).statistic * 100 == pytest.approx(metrics[task], abs=1e-9)
+        low, high = metrics[f"{task}_ci"]
+        assert low < metrics[task] < high
+    assert sorted(set(pairs["sts12"]["subset"])) == sorted(subset.subset for subset in data.sts["sts12"])
+    low, high = metrics["sts_avg_ci"]
+    assert low < metrics["sts_avg"] < high
+
+    # the intervals are the library's, seeded by the settings, on exactly these pairs
+    assert bootstrap_task_intervals(pairs, 200, settings.sts_bootstrap_seed)["sts12_ci"] == metrics["sts12_ci"]
+    # 0 resamples switches them off (STS-B alone, to encode little)
+    off = evaluator.EvaluationSettings(alignment=False, device="cpu", sts_bootstrap_resamples=0)
+    small = evaluator.EvaluationData(sts={"stsb": data.sts["stsb"]})
+    scored = evaluator.evaluate_models([spec], small, off)["tiny-mean"]
+    assert "stsb" in scored and not any(key.endswith("_ci") for key in scored)
+
+    loaded = load_pair_predictions(save_pair_predictions(tmp_path / "tiny-mean.sts_pairs.npz", pairs))
+    np.testing.assert_array_equal(loaded["sickr"]["predicted"], pairs["sickr"]["predicted"])

@@ -3,6 +3,7 @@ method says, and a few optimiser steps on a fixed batch lower its loss."""
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -32,8 +33,75 @@ def fresh(tiny_bert, method, **params):
 def test_heads_are_sized_from_the_encoder():
     assert mlp_head(48)[0].weight.shape == (48, 48)
     projector = decorrelation_projector(48, [64, 32])
-    assert [m.__class__.__name__ for m in projector] == ["Linear", "BatchNorm1d", "ReLU", "Linear", "BatchNorm1d"]
-    assert projector[0].in_features == 48 and projector[-1].num_features == 32 and not projector[-1].affine
+    # ends with its last Linear: the one batch normalisation of the output is in losses.decorrelation
+    assert [m.__class__.__name__ for m in projector] == ["Linear", "BatchNorm1d", "ReLU", "Linear"]
+    assert projector[0].in_features == 48 and projector[-1].out_features == 32 and projector[-1].bias is None
+
+
+# --- SCD's total loss against numpy, written out from the reference formula -------------
+#   loss = w_sc * mean_i cos(h_a_i, h_b_i) + w_dec * [sum_j (1 - C_jj)^2 + lambda * sum_{j!=k} C_jk^2]
+#   C = bn(projector(h_a))^T bn(projector(h_b)) / N,  bn(x) = (x - mean) / sqrt(var + 1e-5) over the batch
+
+
+def _bn(x: np.ndarray) -> np.ndarray:
+    return (x - x.mean(axis=0)) / np.sqrt(x.var(axis=0) + 1e-5)  # biased variance, as BatchNorm1d
+
+
+def _projector_by_hand(h: np.ndarray, w1, b1, w2) -> np.ndarray:
+    return np.maximum(_bn(h @ w1.T + b1), 0.0) @ w2.T  # Linear, BatchNorm (gamma 1, beta 0), ReLU, Linear
+
+
+def _scd_by_hand(h_a, h_b, w1, b1, w2, w_sc, w_dec, lam, normalise=_bn) -> float:
+    cos = (h_a * h_b).sum(1) / (np.linalg.norm(h_a, axis=1) * np.linalg.norm(h_b, axis=1))
+    p_a, p_b = _projector_by_hand(h_a, w1, b1, w2), _projector_by_hand(h_b, w1, b1, w2)
+    c = normalise(p_a).T @ normalise(p_b) / len(h_a)
+    on = ((1.0 - np.diag(c)) ** 2).sum()
+    off = (c ** 2).sum() - (np.diag(c) ** 2).sum()
+    return w_sc * cos.mean() + w_dec * (on + lam * off)
+
+
+def _fixed_projector(w1, b1, w2) -> torch.nn.Module:
+    projector = decorrelation_projector(w1.shape[1], [w1.shape[0], w2.shape[0]])
+    with torch.no_grad():
+        projector[0].weight.copy_(torch.from_numpy(w1))
+        projector[0].bias.copy_(torch.from_numpy(b1))
+        projector[3].weight.copy_(torch.from_numpy(w2))
+    return projector.train()
+
+
+# A fixed batch of 5 sentences, hidden size 3, projector 3 -> 4 -> 3.
+H_A = np.array([[0.5, -1.0, 2.0], [1.5, 0.2, -0.3], [-0.7, 0.9, 1.1], [0.3, 0.3, -1.2], [2.0, -0.4, 0.6]])
+H_B = np.array([[0.4, -0.8, 2.2], [1.2, 0.5, -0.1], [-0.9, 1.0, 0.8], [0.6, 0.1, -1.0], [1.7, -0.6, 0.9]])
+W1 = np.array([[0.3, -0.2, 0.5], [0.1, 0.4, -0.3], [-0.6, 0.2, 0.1], [0.2, 0.2, 0.2]])
+B1 = np.array([0.1, -0.2, 0.0, 0.3])
+W2 = np.array([[0.5, -0.4, 0.3, 0.2], [-0.1, 0.6, 0.2, -0.3], [0.4, 0.1, -0.5, 0.6]])
+
+
+@pytest.mark.parametrize("w_sc, w_dec, lam", [(20.0, 0.005225, 0.012), (1.0, 1.0, 0.5)])
+def test_scd_total_loss_of_a_fixed_batch_by_hand(w_sc, w_dec, lam):
+    method = build_method("scd", {"self_contrast_weight": w_sc, "decorrelation_weight": w_dec,
+                                  "off_diagonal_weight": lam, "projector_widths": [4, 3]})
+    got = method.objective(torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
+                           _fixed_projector(W1.astype(np.float32), B1.astype(np.float32), W2.astype(np.float32)))
+    expected = _scd_by_hand(H_A, H_B, W1, B1, W2, w_sc, w_dec, lam)
+    assert float(got["loss"].detach()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_scd_normalises_projections_once_which_matters_for_a_low_variance_feature():
+    # The projector's third output feature has a batch variance of about 1e-9, far below BatchNorm's
+    # eps 1e-5: normalised once (the reference) it stays near 0, so (1 - C_33)^2 is about 1; a second
+    # standardisation would scale it back to unit variance and make C_33 about 1.
+    w2 = W2.copy()
+    w2[2] *= 1e-4
+    method = build_method("scd", {"self_contrast_weight": 1.0, "decorrelation_weight": 1.0,
+                                  "off_diagonal_weight": 0.0, "projector_widths": [4, 3]})
+    got = float(method.objective(torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
+                                 _fixed_projector(W1.astype(np.float32), B1.astype(np.float32),
+                                                  w2.astype(np.float32)))["loss"].detach())
+    once = _scd_by_hand(H_A, H_B, W1, B1, w2, 1.0, 1.0, 0.0)
+    twice = _scd_by_hand(H_A, H_B, W1, B1, w2, 1.0, 1.0, 0.0, normalise=lambda x: _bn(_bn(x)))
+    assert got == pytest.approx(once, rel=1e-4)
+    assert once - twice > 0.5  # the collapsed feature is penalised only with one normalisation
 
 
 def test_scd_views_get_their_own_dropout_rates(tiny_bert, batch):

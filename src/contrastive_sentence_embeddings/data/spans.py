@@ -6,10 +6,36 @@ with ``p ~ Beta(4, 2)`` for anchors (long spans) and ``p ~ Beta(2, 4)`` for posi
 (short ones). Spans are half-open token ranges ``[start, end)``.
 
 * Anchors of one document never overlap and are at least ``anchor_gap`` tokens
-  apart; under that constraint their starts are uniform (stars-and-bars placement).
+  apart. Where they start is ``anchor_placement``:
+
+  - ``uniform`` (the default, and what this project always did): under the gap
+    constraint the starts are uniform over every valid position of the whole
+    document (stars-and-bars placement: the ``L - sum(lengths) - (A - 1) * gap``
+    free tokens are split into ``A + 1`` parts by ``A`` sorted uniform draws), so
+    an anchor may start anywhere, the document's tail included.
+  - ``reference``: the released sampler (JohnGiorgi/DeCLUTR,
+    ``declutr/common/contrastive_utils.py::sample_anchor_positive_pairs`` at
+    b78ac5766d27e1a6cdfadd41cfd2bed57d2ac1c7; the placement last changed in
+    825ecf5, 2020-07-26), the one the paper's numbers came from. The document is
+    cut into ``floor(L / l_max)`` cells of ``l_max`` tokens, ``[k l_max, (k+1)
+    l_max)``; the last ``L mod l_max`` tokens belong to no cell. For each anchor in
+    turn a remaining cell is chosen uniformly (or, when fewer than
+    ``(A - i)^2`` cells are left for the ``A - i`` anchors still to place, the
+    first or the last remaining cell, each with probability 1/2), the anchor starts
+    uniformly in ``[cell, cell + l_max - length]`` so that it lies inside its cell,
+    and the cell and its immediate neighbours in the list of remaining cells are
+    removed. So every anchor lies inside one cell, its start is at most
+    ``l_max - length`` after the cell boundary (``length`` is long, Beta(4, 2):
+    starts cluster just after the boundaries), two anchors are at least one whole
+    cell (``l_max`` tokens) apart, and the tail is never part of an anchor. Like
+    the released code, it needs ``L >= 2 A l_max`` (shorter documents are skipped
+    and counted); ``anchor_gap`` may not exceed ``l_max`` (the cells give that gap).
+    Anchors are listed in the order they were drawn, as the released sampler does.
+
 * A positive of length ``l_pos`` starts uniformly in
   ``[anchor_start - l_pos, anchor_end]`` clipped to the document, so it overlaps
-  the anchor, is adjacent to it on either side, or is subsumed by it.
+  the anchor, is adjacent to it on either side, or is subsumed by it (the same in
+  both placements, and in the released sampler's default strategy).
 * Randomness is seeded per (seed, epoch, document): the spans of a document do not
   depend on which other documents are in the table or on their order.
 """
@@ -37,9 +63,13 @@ SPAN_COLUMNS = [
 ]
 
 
+ANCHOR_PLACEMENTS = ("uniform", "reference")
+
+
 @dataclass(frozen=True)
 class SpanConfig:
-    """Span-sampling settings; the paper's are ``SpanConfig(2, 2, 32, 512)``."""
+    """Span-sampling settings; the paper's are ``SpanConfig(2, 2, 32, 512,
+    anchor_gap=512, anchor_placement="reference")``."""
 
     num_anchors: int = 2
     num_positives: int = 2
@@ -48,6 +78,7 @@ class SpanConfig:
     anchor_gap: int = 0
     anchor_beta: tuple[float, float] = (4.0, 2.0)
     positive_beta: tuple[float, float] = (2.0, 4.0)
+    anchor_placement: str = "uniform"
 
     def __post_init__(self) -> None:
         if self.num_anchors < 1 or self.num_positives < 1:
@@ -58,10 +89,22 @@ class SpanConfig:
             )
         if self.anchor_gap < 0:
             raise ValueError("anchor_gap must be >= 0")
+        if self.anchor_placement not in ANCHOR_PLACEMENTS:
+            raise ValueError(
+                f"anchor_placement must be one of {', '.join(ANCHOR_PLACEMENTS)}, not {self.anchor_placement!r}"
+            )
+        if self.anchor_placement == "reference" and self.anchor_gap > self.max_length:
+            raise ValueError(
+                f"anchor_placement 'reference' keeps anchors max_length ({self.max_length}) tokens apart; "
+                f"anchor_gap {self.anchor_gap} cannot be honoured"
+            )
 
     @property
     def min_document_length(self) -> int:
-        """The shortest document that fits any draw: A anchors of l_max, A-1 gaps."""
+        """The shortest document that fits any draw: for ``uniform``, A anchors of
+        l_max and A-1 gaps; for ``reference``, the released sampler's 2 A l_max."""
+        if self.anchor_placement == "reference":
+            return 2 * self.num_anchors * self.max_length
         return self.num_anchors * self.max_length + (self.num_anchors - 1) * self.anchor_gap
 
 
@@ -90,6 +133,33 @@ def place_anchors(
     return starts
 
 
+def place_anchors_in_cells(
+    rng: np.random.Generator, doc_length: int, lengths: Sequence[int], max_length: int
+) -> list[int] | None:
+    """Starts of anchors of the given lengths (each <= ``max_length``) placed as the
+    released DeCLUTR sampler does (``anchor_placement: reference``, see the module
+    docstring), in the order drawn; None if the cells run out (never for documents
+    of at least ``2 * len(lengths) * max_length`` tokens)."""
+    if any(length > max_length for length in lengths):
+        raise ValueError(f"anchor lengths {list(lengths)} exceed max_length {max_length}")
+    cells = list(range(0, doc_length - max_length + 1, max_length))
+    starts = []
+    for placed, length in enumerate(lengths):
+        if not cells:
+            return None
+        still_to_place = len(lengths) - placed
+        if len(cells) // still_to_place < still_to_place:
+            # Few cells left: take one at either end, so that removing its neighbours
+            # costs one cell fewer and the remaining anchors still find one.
+            index = (0, len(cells) - 1)[int(rng.integers(2))]
+        else:
+            index = int(rng.integers(len(cells)))
+        cell = cells[index]
+        starts.append(int(rng.integers(cell, cell + max_length - length, endpoint=True)))
+        del cells[max(0, index - 1) : index + 2]
+    return starts
+
+
 def positive_start_range(
     anchor_start: int, anchor_end: int, positive_length: int, doc_length: int
 ) -> tuple[int, int]:
@@ -109,7 +179,12 @@ def sample_document_spans(
         span_length(p, config.min_length, config.max_length)
         for p in rng.beta(*config.anchor_beta, size=config.num_anchors)
     ]
-    starts = place_anchors(rng, doc_length, anchor_lengths, config.anchor_gap)
+    if config.anchor_placement == "reference":
+        if doc_length < config.min_document_length:
+            return None
+        starts = place_anchors_in_cells(rng, doc_length, anchor_lengths, config.max_length)
+    else:
+        starts = place_anchors(rng, doc_length, anchor_lengths, config.anchor_gap)
     if starts is None:
         return None
     spans = []
@@ -150,7 +225,10 @@ def sample_spans(
             report.rows_in += 1
             spans = sample_document_spans(document_rng(seed, epoch, doc_id), int(doc_length), config)
             if spans is None:
-                report.drop("document too short for the sampled spans", where=f"{doc_id} (epoch {epoch})")
+                reason = ("document shorter than 2 * num_anchors * max_length (anchor_placement: reference)"
+                          if config.anchor_placement == "reference" and doc_length < config.min_document_length
+                          else "document too short for the sampled spans")
+                report.drop(reason, where=f"{doc_id} (epoch {epoch})")
                 continue
             kept_documents += 1
             for anchor, (start, end, pos_starts, pos_ends) in enumerate(spans):

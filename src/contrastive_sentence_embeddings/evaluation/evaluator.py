@@ -9,7 +9,10 @@ The per-model result is a flat dict (a DVC metric): a ``model`` block naming the
 method, base encoder, pooling and seed, then ``sts12`` .. ``sickr``, ``sts_avg``,
 the ``_wmean`` variants and per-subset values (``sts12/MSRpar``), the transfer
 accuracies (``MR`` .. ``MRPC``, ``MRPC_f1``, ``transfer_avg``), ``alignment`` and
-``uniformity``.
+``uniformity``; with ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
+``sts_avg_ci``: ``[low, high]`` percentile bootstrap intervals of the "all" Spearman
+values (see :mod:`.significance`). The per-pair STS predictions a significance test
+needs can be collected with ``pair_predictions`` (see :func:`evaluate_encoder`).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, read_model_metadata
 from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
+from contrastive_sentence_embeddings.evaluation.significance import bootstrap_task_intervals
 from contrastive_sentence_embeddings.evaluation.sts import (
     STSB_FILES,
     StsSubset,
+    cosine_scores,
     distinct_sentences,
     read_sts_benchmark,
     read_stsb_split,
@@ -79,6 +84,11 @@ class EvaluationSettings:
     device: str | None = None
     cache_dir: str | None = "data/07_model_output/embedding_cache"
     on_bad_input: str = "skip"
+    # Bootstrap intervals of each STS score (0 resamples: none); seeded, so a model's
+    # intervals are the same on every run.
+    sts_bootstrap_resamples: int = 1000
+    sts_bootstrap_seed: int = 0
+    sts_confidence_level: float = 0.95
 
     @classmethod
     def from_params(cls, params: Mapping) -> "EvaluationSettings":
@@ -121,6 +131,24 @@ class EvaluationData:
         if self.geometry is not None:
             suite["_geometry"] = [self.geometry]
         return distinct_sentences(suite)
+
+
+def sts_pair_predictions(
+    suite: Mapping[str, Sequence[StsSubset]], embedding_of: Mapping[str, np.ndarray]
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per task, every scored pair's gold score, predicted cosine similarity and subset
+    name, the subsets concatenated in the suite's order (the pairs of the "all" score):
+    ``{task: {"gold", "predicted", "subset"}}``, as :mod:`.significance` takes them."""
+    pairs = {}
+    for task, subsets in suite.items():
+        predicted = [cosine_scores(np.stack([embedding_of[s] for s in subset.sentence1]),
+                                   np.stack([embedding_of[s] for s in subset.sentence2])) for subset in subsets]
+        pairs[task] = {
+            "gold": np.concatenate([subset.scores for subset in subsets]),
+            "predicted": np.concatenate(predicted),
+            "subset": np.concatenate([np.full(len(subset), subset.subset) for subset in subsets]),
+        }
+    return pairs
 
 
 def flatten_transfer(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -174,9 +202,13 @@ def _transfer_scores(
 
 
 def evaluate_encoder(
-    specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings
+    specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings,
+    pair_predictions: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
-    """Metrics for every spec of one encoder (all ``specs`` share ``path``)."""
+    """Metrics for every spec of one encoder (all ``specs`` share ``path``). When
+    ``pair_predictions`` is a dict, each spec's per-pair STS predictions
+    (:func:`sts_pair_predictions`) are put in it under the spec's name, for
+    :func:`.significance.save_pair_predictions`."""
     paths = {spec.path for spec in specs}
     if len(paths) != 1:
         raise ValueError(f"evaluate_encoder takes specs of one encoder, got {sorted(paths)}")
@@ -193,6 +225,16 @@ def evaluate_encoder(
             embedding_of = dict(zip(sentences, embedded[pooling]))
             if data.sts:
                 results[pooling].update(score_sts(data.sts, embedding_of))
+                pairs = sts_pair_predictions(data.sts, embedding_of)
+                if settings.sts_bootstrap_resamples > 0:
+                    average_key = "sts_avg" if "sts_avg" in results[pooling] else None
+                    results[pooling].update(bootstrap_task_intervals(
+                        pairs, settings.sts_bootstrap_resamples, settings.sts_bootstrap_seed,
+                        settings.sts_confidence_level, average_key=average_key))
+                if pair_predictions is not None:
+                    for spec in specs:
+                        if spec.pooling == pooling:
+                            pair_predictions[spec.name] = pairs
             if data.geometry is not None:
                 results[pooling].update(alignment_uniformity(data.geometry, embedding_of,
                                                              settings.alignment_min_score))
@@ -217,8 +259,10 @@ def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def evaluate_models(specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings) -> dict[str, dict]:
-    """Metrics for every spec, loading each encoder once."""
+def evaluate_models(specs: Sequence[ModelSpec], data: EvaluationData, settings: EvaluationSettings,
+                    pair_predictions: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Metrics for every spec, loading each encoder once (``pair_predictions``: as
+    :func:`evaluate_encoder`)."""
     names = [spec.name for spec in specs]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -228,5 +272,5 @@ def evaluate_models(specs: Sequence[ModelSpec], data: EvaluationData, settings: 
         by_path.setdefault(spec.path, []).append(spec)
     metrics = {}
     for group in by_path.values():
-        metrics.update(evaluate_encoder(group, data, settings))
+        metrics.update(evaluate_encoder(group, data, settings, pair_predictions))
     return metrics

@@ -5,8 +5,13 @@ pooling.
 * :func:`mlp_head`: SimCSE's MLP (dense + tanh, hidden -> hidden), used in training
   only; unsupervised SimCSE evaluates [CLS] before it (``cls_before_pooler``).
 * :func:`decorrelation_projector`: SCD's wide projector. Widths are a parameter (paper
-  4096-4096-4096); Linear-BatchNorm-ReLU between layers and a final BatchNorm without
-  affine parameters, so that the decorrelation loss sees standardised features.
+  4096-4096-4096); Linear-BatchNorm-ReLU between layers, and it ends with the last
+  Linear. The batch normalisation without affine parameters that the SCD reference
+  code applies to the projector's output (its ``cls.bn``, kept apart from
+  ``cls.projector``) lives in the loss: :func:`.losses.decorrelation` standardises
+  its inputs over the batch exactly once. Ending the projector with that
+  BatchNorm as well would standardise twice, which differs from the reference when
+  a projector feature's batch variance is small against BatchNorm's eps.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ def mlp_head(hidden_size: int) -> nn.Module:
 
 def decorrelation_projector(hidden_size: int, widths: Sequence[int]) -> nn.Module:
     """hidden -> widths[0] -> ... -> widths[-1]; Linear, BatchNorm1d, ReLU between
-    layers; the last Linear is followed by BatchNorm1d(affine=False) only."""
+    layers; the last Linear (no bias) is the output, not normalised here (the
+    decorrelation loss standardises it once, as the reference's ``bn``)."""
     if not widths:
         raise ValueError("the projector needs at least one layer width")
     layers: list[nn.Module] = []
@@ -33,5 +39,4 @@ def decorrelation_projector(hidden_size: int, widths: Sequence[int]) -> nn.Modul
         layers.append(nn.Linear(size_in, size_out, bias=not last))
         if not last:
             layers += [nn.BatchNorm1d(size_out), nn.ReLU(inplace=True)]
-    layers.append(nn.BatchNorm1d(sizes[-1], affine=False))
     return nn.Sequential(*layers)

@@ -25,24 +25,50 @@ text could not be read here)
 
 ImSimCSE / SimCSE++ (Xu, Shao, Chen, Liu, "SimCSE++: Improving Contrastive Learning
 for Sentence Embeddings from Two Perspectives", EMNLP 2023; arXiv 2305.13192, first
-titled "ImSimCSE"). Reference code github.com/Jiahao004/SimCSE-plus-plus,
-``simcse/models_re.py`` and ``simcse/models_re_vicreg.py``:
+titled "ImSimCSE"). Reference code github.com/Jiahao004/SimCSE-plus-plus.
 
-* off-dropout sampling (``sampling_strategy == "off_dropout"``): the dropout
-  modules are put in eval mode and the batch is encoded once more, giving ``z0``;
-  the loss is ``mean_i [ -m s(z1_i, z2_i)/tau + logsumexp( {m s(z1_i, z2_i)/tau}
-  U {s(z0_i, z0_j)/tau : j != i} ) ]``. So the negatives are pairs of *dropout-free*
-  embeddings (``z0_i`` against ``z0_j``, not ``z1_i`` against ``z0_j``), the positive
-  (both sides with dropout) stays in the denominator, and ``m`` (``pos_ratio``)
-  multiplies the positive's *logit*, not the negatives. ``pos_ratio`` defaults to
-  0.9 (``train_re*.py``; ``run_re.sh``, off-dropout alone, uses 0.9), while
-  ``run_re_vicreg.sh`` (off-dropout + DCL, i.e. full ImSimCSE) passes 1.
-* dimension-wise contrastive learning (``dcl_loss``): ``D = bn(z1)^T bn(z2) / N``
-  with ``bn = BatchNorm1d(d, affine=False)`` (batch statistics), loss
+Which version we follow, and why. The repository's history (read at its head,
+51d2db55cf6009445558c9c9912ec887b6eb94a4 of 2024-01-22, a README edit) has three
+versions of the full model's code, ``simcse/models_re_vicreg.py`` with
+``train_re_vicreg.py``, run by ``run_re_vicreg.sh`` (the README's "SimCSE++"
+command, last changed in 19036b624fab1e913432d5b1b438088b9d50cc9d, 2022-09-25,
+which passes ``--pos_ratio 1`` and no loss switches):
+
+* 899e49b7be62b1b841a06ef4100ed84736795c34 (2022-09-21; ``train_re_vicreg.py`` at
+  24b0c5bd8a519761026eea91488dae92b74166a7): off-dropout negatives and DCL always
+  on; the script's defaults ``pos_ratio 0.9``, ``sw_temp 5``, ``sw_weight 0.1``. **This is the version we
+  follow**, with ``simcse/models_re.py`` of the same commit (off-dropout alone,
+  ``run_re.sh`` with ``pos_ratio 0.9``; its ``train_re.py``, a52ea2d, was deleted
+  in 4febaee on 2022-11-10).
+* 4c36662 / da767c4 (2022-11-10): both terms become options that default *off*
+  (``sampling_strategy "None"``: plain InfoNCE; ``sw_weight -1``: no DCL); when
+  switched on (``off_dropout``, ``sw_sampling_strategy "None"`` with a positive
+  weight) their formulas are the ones below.
+* c171daa / 295e38e (2022-12-23, unchanged at the head): the DCL term is commented
+  out, and ``sampling_strategy`` still defaults to ``"None"``, so
+  ``run_re_vicreg.sh`` at the head trains plain unsupervised SimCSE (InfoNCE).
+
+We follow the September 2022 code because it is the only released version in which
+the README's SimCSE++ command trains what the paper describes (off-dropout negatives
+*and* the dimension-wise term); the head's defaults would reproduce SimCSE, not
+SimCSE++. The formulas are the same in every version where a term is active, so
+this choice fixes which terms are on and their defaults, not their maths:
+
+* off-dropout sampling: the dropout modules are put in eval mode and the batch is
+  encoded once more, giving ``z0``; the loss is ``mean_i [ -m s(z1_i, z2_i)/tau +
+  logsumexp( {m s(z1_i, z2_i)/tau} U {s(z0_i, z0_j)/tau : j != i} ) ]``. So the
+  negatives are pairs of *dropout-free* embeddings (``z0_i`` against ``z0_j``, not
+  ``z1_i`` against ``z0_j``), the positive (both sides with dropout) stays in the
+  denominator, and ``m`` (``pos_ratio``) multiplies the positive's *logit*, not the
+  negatives. ``pos_ratio`` defaults to 0.9 in the scripts' Python defaults and in
+  ``run_re.sh`` (off-dropout alone), while ``run_re_vicreg.sh`` (off-dropout + DCL,
+  i.e. full SimCSE++) passes 1.
+* dimension-wise contrastive learning (DCL): ``D = bn(z1)^T bn(z2) / N`` with
+  ``bn = BatchNorm1d(d, affine=False)`` (batch statistics), loss
   ``mean_k [ -D_kk/tau + logsumexp_l D_kl/tau ]`` with ``tau = sw_temp = 5`` and
   weight ``sw_weight = 0.1`` on top of the sentence-level loss; the help text says
   "5 if it is SW with DE, 20 if soft whitening only". It is applied to the two
-  dropout views ``z1, z2``.
+  dropout views ``z1, z2`` (after the MLP).
 
 SCD (Klein and Nabi, "SCD: Self-Contrastive Decorrelation for Sentence
 Embeddings", ACL 2022; arXiv 2203.07847). Reference code
@@ -50,9 +76,13 @@ github.com/SAP-samples/acl2022-self-contrastive-decorrelation, ``scd/models.py``
 (``cl_forward``) and the README's "settings as in paper" command
 (``--task_alpha=1 --task_beta=0.005225 --task_lambda=0.012 --temp=0.05
 --hidden_dropout_prob=0.05 --hidden_dropout_prob_noise=0.155``, projector
-``4096-4096-4096``)::
+``4096-4096-4096``); ``scd/models.py`` as of its only commit ca8efb8 (2022-03-23),
+unchanged at the head read, fb1438af42aba5c7622b99630caf96f427b7a533 (2025-03-10).
+The projector (``cls.projector``) ends with a Linear; the batch normalisation
+``cls.bn`` is a separate module applied once, which is why ``decorrelation`` below
+standardises its inputs and ``heads.decorrelation_projector`` does not::
 
-    c = bn(projector(h_a)).T @ bn(projector(h_b)) / N        # bn: BatchNorm1d(affine=False)
+    c = bn(projector(h_a)).T @ bn(projector(h_b)) / N        # bn: BatchNorm1d(affine=False), applied once
     decorrelation = sum_j (c_jj - 1)^2 + task_lambda * sum_{j != k} c_jk^2
     self_contrast = mean_i cos(h_a_i, h_b_i) / temp          # SimCSE's Similarity divides by temp
     loss = task_alpha * self_contrast + task_beta * decorrelation
@@ -285,10 +315,19 @@ def decorrelation(p_a: torch.Tensor, p_b: torch.Tensor, off_diagonal_weight: flo
         C    = standardise(p_a)^T standardise(p_b) / N        (d x d)
         loss = sum_j (1 - C_jj)^2 + lambda * sum_{j != k} C_jk^2
 
-    with ``standardise`` = ``BatchNorm1d(affine=False)`` over the batch and
+    with ``standardise`` = ``BatchNorm1d(affine=False)`` in training mode over the
+    batch (``(p - mean) / sqrt(var + 1e-5)``, biased variance) and
     ``lambda = off_diagonal_weight`` (0.012 in the SCD reference command, 0.013 in
     the paper). Minimised; a *sum* over the matrix entries (not a mean), as in the
     reference code. Needs N >= 2.
+
+    ``p_a`` and ``p_b`` are the *raw* projector outputs (the last Linear of
+    ``heads.decorrelation_projector``): the standardisation here is the reference
+    code's ``cls.bn`` and must be the only one. Inputs that were batch-normalised
+    already would be standardised twice; that differs from the reference when a
+    feature's batch variance is small against the eps (BatchNorm's output then has
+    a variance of about ``var / (var + eps)`` << 1, which a second standardisation
+    would blow back up to 1, hiding the collapsed feature from ``(1 - C_jj)^2``).
     """
     _check_pair(p_a, p_b, "decorrelation")
     with _float32(p_a, p_b):

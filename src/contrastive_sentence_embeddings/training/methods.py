@@ -149,7 +149,8 @@ class SCD(Method):
     ``self_contrast_weight * self_contrast(h_a, h_b)`` (mean cosine, minimised: pushes
     the views apart) plus ``decorrelation_weight * decorrelation(p_a, p_b,
     off_diagonal_weight)`` on the projector outputs (pulls features together and
-    decorrelates them). Defaults are the reference code's BERT settings (see
+    decorrelates them); the projector outputs are batch-normalised once, inside the
+    decorrelation loss, as the reference code's ``bn(projector(.))``. Defaults are the reference code's BERT settings (see
     ``conf/base/parameters_scd.yml`` for the paper's notation)."""
 
     name = "scd"
@@ -170,8 +171,17 @@ class SCD(Method):
         with dropout_rate(model.encoder, self.rate_b):
             h_b = model.embed(input_ids, attention_mask)
         # Per-pair and batch-statistics terms: no gathering (BatchNorm is per process).
+        return self.objective(h_a, h_b, model.heads["projector"])
+
+    def objective(self, h_a: torch.Tensor, h_b: torch.Tensor, projector: nn.Module) -> Logs:
+        """The SCD loss of two views of a batch, with ``bn`` = standardisation over the
+        batch applied once, inside ``losses.decorrelation`` (the projector ends with
+        its last Linear)::
+
+            loss = self_contrast_weight * mean_i cos(h_a_i, h_b_i)
+                 + decorrelation_weight * decorrelation(projector(h_a), projector(h_b), off_diagonal_weight)
+        """
         contrast = losses.self_contrast(h_a, h_b)
-        projector = model.heads["projector"]
         decorrelation = losses.decorrelation(projector(h_a), projector(h_b), self.off_diagonal_weight)
         value = self.self_contrast_weight * contrast + self.decorrelation_weight * decorrelation
         return {"loss": value, "self_contrast": contrast.detach(), "decorrelation": decorrelation.detach()}
@@ -182,7 +192,17 @@ class ImSimCSE(Method):
     """ImSimCSE / SimCSE++ (Xu et al., 2023): SimCSE's two dropout views (through the
     MLP) as the positive, negatives from a third, dropout-free pass weighted as in
     ``losses.off_dropout_info_nce`` (``m``), plus ``dcl_weight`` times the
-    dimension-wise contrastive loss on the two views."""
+    dimension-wise contrastive loss on the two views.
+
+    Follows the authors' code of September 2022 (Jiahao004/SimCSE-plus-plus at
+    899e49b, ``models_re_vicreg.py``; defaults of ``train_re_vicreg.py`` at 24b0c5b:
+    ``m = pos_ratio = 0.9``, DCL weight 0.1, DCL temperature 5), the only released
+    version in which the README's SimCSE++ script trains both terms. From 2022-11
+    both terms default off and at the repository's head (c171daa, 2022-12; read at
+    51d2db5, 2024-01) the DCL term is commented out, so the head's script trains
+    plain InfoNCE; see the module docstring of :mod:`.losses` for the versions read.
+    That script passes ``pos_ratio 1`` for the full model; ``m = 0.9`` is the
+    scripts' Python default (set ``m: 1`` to match ``run_re_vicreg.sh``)."""
 
     name = "imsimcse"
     temperature: float = 0.05

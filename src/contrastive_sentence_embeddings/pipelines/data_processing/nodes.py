@@ -142,7 +142,7 @@ def sample_declutr_spans(
     long_documents: pd.DataFrame, params: dict[str, Any]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Anchor and positive spans for every document and epoch (see ``data.spans``)."""
-    settings = parse_strict(SpansParams, params, "data_processing.declutr_spans")
+    settings = SpansParams.from_params(params)
     report = StepReport("declutr_spans")
     spans = sample_spans(
         long_documents["doc_id"].tolist(),

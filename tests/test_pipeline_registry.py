@@ -32,12 +32,17 @@ def node_names(pipeline) -> set[str]:
 
 def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
-    for method in ("simcse", "scd", "imsimcse"):
+    for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
             f"{method}.train", f"{method}.evaluate", "build_leaderboard"}
+    # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file.
+    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
+    summary = {"aggregate_metrics", "aggregate_curves"}
+    assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | SCORING_INPUTS | {"build_leaderboard"} | {
+        f"simcse.{node}" for node in seeded | summary}
     assert node_names(pipelines["declutr"]) == SCORING_INPUTS | {
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "declutr.train", "declutr.evaluate", "build_leaderboard"}
+        "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary}
     assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
         "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate", "build_leaderboard"}
     assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
@@ -76,9 +81,12 @@ def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
                 if model in writer:
                     assert order[writer[model]] < order[node.name], (name, node.name, model)
     default = pipelines["__default__"]
-    for method in methods:
-        readers = {node.name for node in default.nodes if f"{method}.model" in node.inputs}
-        assert readers == {f"{method}.evaluate", f"transfer.{method}.evaluate"}
+    for method, config in methods.items():
+        runs = list(config.run_names(method))
+        for index, run in enumerate(runs):
+            readers = {node.name for node in default.nodes if f"{run}.model" in node.inputs}
+            # The transfer tasks score the method's model, or its first seed's.
+            assert readers == {f"{run}.evaluate"} | ({f"transfer.{method}.evaluate"} if index == 0 else set())
     leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
     assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
 
@@ -87,8 +95,10 @@ def test_methods_read_their_family_inputs_and_their_own_block(shipped):
     _, methods, pipelines = shipped
     graph = pipelines["__default__"]
     train = {node.name: node for node in graph.nodes if node.name.endswith(".train")}
-    assert "wiki_sentences" in train["simcse.train"].inputs and "params:simcse" in train["simcse.train"].inputs
-    assert {"long_documents", "declutr_spans"} <= set(train["declutr.train"].inputs)
+    assert "wiki_sentences" in train["scd.train"].inputs and "params:scd" in train["scd.train"].inputs
+    # Each seed's run reads the block for its seed (hooks.SeedRunsHook puts it in the catalog).
+    assert "params:simcse.seed43" in train["simcse.seed43.train"].inputs
+    assert {"long_documents", "declutr_spans"} <= set(train["declutr.seed42.train"].inputs)
     embed = {node.name: node for node in graph.nodes if node.name.endswith(".embed_pairs")}
     assert "nli_pairs" in embed["clsr_nli.embed_pairs"].inputs and "stsb_pairs" in embed["clsr_stsb.embed_pairs"].inputs
     assert train["clsr_nli.train"].outputs == ["clsr_nli.model", "clsr_nli.training_curve"]
@@ -104,28 +114,42 @@ def test_the_methods_list_is_checked(shipped):
 
 # --- through Kedro, as a user runs it -----------------------------------------------------
 @pytest.mark.integration
-def test_a_method_added_by_parameters_alone_trains_and_reaches_the_leaderboard(tmp_path, mirror_dir, tiny_bert_dir):
-    """A throw-away method: a SimCSE variant at another temperature, declared by a
-    parameter block and one more name in ``methods``, nothing else."""
+def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the_leaderboard(
+        tmp_path, mirror_dir, tiny_bert_dir):
+    """A throw-away method: a SimCSE variant at another temperature, run for two seeds,
+    declared by a parameter block and one more name in ``methods``, nothing else."""
     block = base_parameters("simcse", max_steps=2, eval_every=2, batch_size=16,
                             checkpoint_dir="data/07_model_output/checkpoints/simcse_t01")
-    block["method"] = {**block["method"], "temperature": 0.1}
-    block["max_examples"] = 64
-    methods = graph_parameters(PROJECT_ROOT)["methods"] + ["simcse_t01"]
+    block.update(seeds=[1, 2], max_examples=64, method={**block["method"], "temperature": 0.1})
+    methods = graph_parameters(PROJECT_ROOT)["methods"]
     project = ScratchProject(tmp_path, mirror_dir, {"encoder": str(tiny_bert_dir)})
     try:
         (tmp_path / "conf/base/parameters_simcse_t01.yml").write_text(yaml.safe_dump({"simcse_t01": block}))
         base = tmp_path / "conf/base/parameters.yml"
-        base.write_text(base.read_text().replace("methods: [", f"methods: [simcse_t01, "))
-        assert graph_parameters(tmp_path)["methods"] == ["simcse_t01", *methods[:-1]]
+        base.write_text(base.read_text().replace("methods: [", "methods: [simcse_t01, "))
+        assert graph_parameters(tmp_path)["methods"] == ["simcse_t01", *methods]
         project.run(["simcse_t01"])
-        metadata = json.loads((tmp_path / "data/06_models/simcse_t01/cse_metadata.json").read_text())
-        assert metadata["name"] == "simcse_t01" and metadata["method"] == "simcse"
-        assert metadata["method_params"]["temperature"] == 0.1 and metadata["train_sentences"] == 64
-        metrics = json.loads((tmp_path / "data/08_reporting/metrics/simcse_t01.json").read_text())
-        assert metrics["model"]["name"] == "simcse_t01"
+        runs = {}
+        for seed in (1, 2):
+            folder = tmp_path / f"data/06_models/simcse_t01/seed{seed}"
+            metadata = json.loads((folder / "cse_metadata.json").read_text())
+            assert metadata["name"] == f"simcse_t01.seed{seed}" and metadata["seed"] == seed
+            assert metadata["method"] == "simcse" and metadata["method_params"]["temperature"] == 0.1
+            assert metadata["train_sentences"] == 64 and metadata["examples_seen"] == 2 * 16
+            runs[seed] = json.loads((tmp_path / f"data/08_reporting/metrics/simcse_t01.seed{seed}.json").read_text())
+            assert runs[seed]["training"]["examples_seen"] == 32
+            assert (tmp_path / f"data/07_model_output/sts_pairs/simcse_t01.seed{seed}.npz").is_file()
+        assert runs[1]["sts_avg"] != runs[2]["sts_avg"]  # two seeds, two different models
+        summary = json.loads((tmp_path / "data/08_reporting/metrics/simcse_t01.json").read_text())
+        assert summary["model"]["name"] == "simcse_t01" and summary["model"]["seeds"] == [1, 2]
+        assert summary["n_seeds"] == 2
+        assert summary["sts_avg"] == pytest.approx((runs[1]["sts_avg"] + runs[2]["sts_avg"]) / 2)
+        assert summary["sts_avg_std"] == pytest.approx(abs(runs[1]["sts_avg"] - runs[2]["sts_avg"]) / 2 ** 0.5)
+        curve = pd.read_csv(tmp_path / "data/08_reporting/training_curves/simcse_t01.csv")
+        assert set(curve["seed"]) == {1, 2}
+        checkpoints = tmp_path / "data/07_model_output/checkpoints/simcse_t01"
+        assert not checkpoints.exists() or not any(p for p in checkpoints.rglob("*") if p.is_file())
         assert "simcse_t01" in set(pd.read_csv(tmp_path / "data/08_reporting/leaderboard.csv")["model"])
-        assert (tmp_path / "data/08_reporting/training_curves/simcse_t01.csv").is_file()
     finally:
         project.close()
 

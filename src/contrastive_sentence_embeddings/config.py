@@ -207,6 +207,7 @@ class MethodConfig:
 
         <name>:
           kind: simcse               # the loss and batch recipe (training.methods.METHODS)
+          seeds: null                # [42, 43, 44]: one run per seed (namespaces <name>.seed<k>)
           data: {}                   # the training pipeline's inputs -> catalog data sets
           max_examples: null         # train on the first n examples only (null: all)
           pooling: cls_before_pooler
@@ -222,6 +223,7 @@ class MethodConfig:
 
     kind: str
     pooling: str
+    seeds: list | None = None
     data: dict = field(default_factory=dict)
     max_examples: int | None = None
     method: dict = field(default_factory=dict)
@@ -249,7 +251,13 @@ class MethodConfig:
                                  f"the {kind.family} pipeline reads: {', '.join(family)}",
                                  key=f"{name}.data.{unknown_inputs[0]}")
         if config.max_examples is not None and int(config.max_examples) < 1:
-            raise ParameterError(f"{name}.max_examples must be a positive integer or null")
+            raise ParameterError(f"{name}.max_examples must be a positive integer or null", key=f"{name}.max_examples")
+        if config.seeds is not None:
+            seeds = config.seeds
+            if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+                    or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds)):
+                raise ParameterError(f"{name}.seeds must be null or a list of distinct non-negative integers, "
+                                     f"got {seeds!r}", key=f"{name}.seeds")
         for what, parse in (("method", lambda p: kind.from_params(p)),
                             ("training", lambda p: TrainingConfig.from_params(dict(p)))):
             try:
@@ -264,6 +272,13 @@ class MethodConfig:
 
         return method_class(self.kind).family
 
+    def run_names(self, name: str) -> dict[str, int | None]:
+        """The namespaces this method runs under: ``{name: None}`` for one run with
+        ``training.seed``, else ``{<name>.seed<k>: k}`` for each of ``seeds``."""
+        if not self.seeds:
+            return {name: None}
+        return {f"{name}.seed{seed}": seed for seed in self.seeds}
+
     def inputs(self) -> dict[str, str]:
         """The family pipeline's input names -> this method's catalog data sets."""
         return {**FAMILIES[self.family], **self.data}
@@ -272,6 +287,18 @@ class MethodConfig:
         from contrastive_sentence_embeddings.training.trainer import TrainingConfig
 
         return TrainingConfig.from_params(dict(self.training))
+
+
+def seeded_block(block: Mapping, seed: int) -> dict:
+    """A method's block for its run with ``seed``: the training seed replaced and the
+    checkpoints kept apart per seed (``<checkpoint_dir>/seed<k>``). The data are the
+    same for every seed (their sampling seed is the global ``seed``): seeds vary the
+    training only, as the papers' reruns do."""
+    training = dict(block.get("training") or {})
+    training["seed"] = seed
+    if training.get("checkpoint_dir"):
+        training["checkpoint_dir"] = f"{training['checkpoint_dir']}/seed{seed}"
+    return {**block, "training": training}
 
 
 # The data families: each training pipeline's inputs, with the catalog data sets they

@@ -8,6 +8,7 @@
 * ``SentenceEncoderDataset``: a trained model (``<method>.model``), saved for
   sentence-transformers and AutoModel, named after its folder.
 * ``EmbeddingCacheDataset``: a content-addressed embedding cache filled in place.
+* ``PairPredictionsDataset``: a model's per-pair STS predictions, for bootstrap tests.
 """
 
 from __future__ import annotations
@@ -93,16 +94,19 @@ class SentenceEncoderDataset(AbstractDataset):
     device it wants.
     """
 
-    def __init__(self, filepath: str, metadata: dict | None = None):
+    def __init__(self, filepath: str, name: str | None = None, metadata: dict | None = None):
         self._filepath = Path(filepath)
+        self._name = name
         self.metadata = metadata
 
     def save(self, data) -> None:
         from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 
-        # The model is called after its folder (data/06_models/<method>), so the name in
-        # its metadata, its metrics file and its leaderboard row can never disagree.
-        metadata = {"name": self._filepath.name, **{k: v for k, v in data.metadata.items() if k != "name"}}
+        # The model is called after its catalog entry (``name``: its namespace, e.g.
+        # simcse or simcse.seed43), else its folder, so the name in its metadata, its
+        # metrics file and its leaderboard row can never disagree.
+        name = self._name or self._filepath.name
+        metadata = {"name": name, **{k: v for k, v in data.metadata.items() if k != "name"}}
         save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, metadata,
                               head=getattr(data, "head", None))
 
@@ -150,3 +154,30 @@ class EmbeddingCacheDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class PairPredictionsDataset(AbstractDataset):
+    """A model's per-pair STS predictions (gold score, predicted cosine, subset, per
+    task) in one ``.npz``, written atomically by
+    :func:`~contrastive_sentence_embeddings.evaluation.significance.save_pair_predictions`:
+    what the leaderboard's bootstrap tests resample."""
+
+    def __init__(self, filepath: str, metadata: dict | None = None):
+        self._filepath = Path(filepath)
+        self.metadata = metadata
+
+    def save(self, data) -> None:
+        from contrastive_sentence_embeddings.evaluation.significance import save_pair_predictions
+
+        save_pair_predictions(self._filepath, data)
+
+    def load(self):
+        from contrastive_sentence_embeddings.evaluation.significance import load_pair_predictions
+
+        return load_pair_predictions(self._filepath)
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}

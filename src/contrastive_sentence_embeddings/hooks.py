@@ -6,7 +6,14 @@ from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
 
-from contrastive_sentence_embeddings.config import ParameterError, files_setting, offending_key, validate_parameters
+from contrastive_sentence_embeddings.config import (
+    ParameterError,
+    files_setting,
+    method_configs,
+    offending_key,
+    seeded_block,
+    validate_parameters,
+)
 
 
 class StrictParametersHook:
@@ -28,3 +35,21 @@ class StrictParametersHook:
                 " (not in any parameters file: from --params?)" if key else "")
             named = str(error) if not key or key in str(error) else f"parameter {key}: {error}"
             raise ParameterError(f"{named}{where}", key=key) from None
+
+
+class SeedRunsHook:
+    """A method with ``seeds: [42, 43, 44]`` runs once per seed, each run a namespace
+    ``<method>.seed<k>`` whose training node reads ``params:<method>.seed<k>``: the
+    method's block with that training seed (``config.seeded_block``). This hook puts
+    those blocks in the catalog beside the configured parameters."""
+
+    @hook_impl
+    def after_catalog_created(self, catalog, parameters) -> None:
+        parameters = parameters.get("parameters", parameters)  # Kedro passes the params: feed and the whole dict
+        names = parameters.get("methods") or []
+        if not names or not all(name in parameters for name in names):
+            return  # validate_parameters reports it
+        for name, config in method_configs(parameters).items():
+            for run, seed in config.run_names(name).items():
+                if seed is not None:
+                    catalog[f"params:{run}"] = seeded_block(parameters[name], seed)

@@ -7,8 +7,8 @@ shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), pl
 ``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer tasks.
 Everything a user runs is cut from that graph, never restated:
 
-* ``<method>``: what the graph needs for ``<method>.metrics`` (``to_outputs``: only the
-  data steps that method reads) and the leaderboard;
+* ``<method>``: what the graph needs for ``<method>.metrics`` and its training curve
+  (``to_outputs``: only the data steps that method reads) and the leaderboard;
 * ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
   models already trained, and the leaderboard;
@@ -47,28 +47,49 @@ warnings.filterwarnings("ignore", message="One or more dataset names contain '.'
 
 def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
     """``name``'s training (its family's template) and scoring, under namespace
-    ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``."""
-    template = training.create_pipeline(config.family) + evaluation.create_pipeline()
-    return Pipeline(
-        template,
-        namespace=name,
-        inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
-                                      | evaluation.pipeline.SHARED_INPUTS
-                                      if shared in template.inputs()}},
-        parameters={"params:block": f"params:{name}", "params:encoder": "params:encoder",
-                    "params:evaluation": "params:evaluation"},
-        tags=["method", config.kind, config.family],
-    )
+    ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``. With
+    ``seeds``, one such run per seed under ``<name>.seed<k>`` (reading the block
+    ``params:<name>.seed<k>``, see ``hooks.SeedRunsHook``), and ``<name>.aggregate``
+    summarising them into ``<name>.metrics`` (mean and standard deviation over seeds)
+    and ``<name>.training_curve`` (every seed's curve)."""
+    runs = config.run_names(name)
+    pipeline = Pipeline([])
+    for run in runs:
+        template = training.create_pipeline(config.family) + evaluation.create_pipeline()
+        pipeline += Pipeline(
+            template,
+            namespace=run,
+            inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
+                                          | evaluation.pipeline.SHARED_INPUTS
+                                          if shared in template.inputs()}},
+            parameters={"params:block": f"params:{run}", "params:encoder": "params:encoder",
+                        "params:evaluation": "params:evaluation"},
+            tags=["method", config.kind, config.family],
+        )
+    if config.seeds:
+        pipeline += Pipeline(
+            evaluation.seeds_pipeline(len(runs)),
+            namespace=name,
+            inputs={f"metrics_{i}": f"{run}.metrics" for i, run in enumerate(runs)}
+            | {f"training_curve_{i}": f"{run}.training_curve" for i, run in enumerate(runs)},
+            tags=["method", config.kind, config.family],
+        )
+    return pipeline
 
 
-def transfer_pipeline(name: str) -> Pipeline:
-    """``name``'s model scored with the transfer tasks too, under namespace
-    ``transfer.<name>``: ``<name>.metrics_full``."""
+def first_run(name: str, config: MethodConfig) -> str:
+    """The run whose model the transfer tasks score: the method's, or its first seed's."""
+    return next(iter(config.run_names(name)))
+
+
+def transfer_pipeline(name: str, config: MethodConfig) -> Pipeline:
+    """``name``'s model (its first seed's, with ``seeds``) scored with the transfer
+    tasks too, under namespace ``transfer.<name>``: ``<name>.metrics_full``."""
     return Pipeline(
         evaluation.create_pipeline(),
         namespace=f"{TRANSFER_NAMESPACE}.{name}",
-        inputs={"model": f"{name}.model", "raw_sts": "raw_sts", "raw_transfer": "raw_transfer"},
-        outputs={"metrics": f"{name}.metrics_full"},
+        inputs={"model": f"{first_run(name, config)}.model", "raw_sts": "raw_sts", "raw_transfer": "raw_transfer"},
+        outputs={"metrics": f"{name}.metrics_full", "sts_pairs": f"{name}.transfer_sts_pairs"},
         parameters={"params:evaluation": "params:evaluation", "params:block": "params:transfer_evaluation"},
         tags=[TRANSFER_NAMESPACE],
     )
@@ -78,7 +99,7 @@ def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():
-        graph += method_pipeline(name, config) + transfer_pipeline(name)
+        graph += method_pipeline(name, config) + transfer_pipeline(name, config)
     return graph
 
 
@@ -105,7 +126,8 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
         "leaderboard": leaderboard.create_pipeline(),
     }
     for name in methods:
-        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics"), [f"{name}.metrics"])
+        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve"),
+                                           [f"{name}.metrics"])
     transfer = transfer_outputs(methods) + ["baseline_transfer_metrics"]
     transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes(
         "baseline.transfer")

@@ -4,9 +4,10 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 
 # Every parameter block is parsed strictly before any node runs: a misspelt key is an
 # error naming the key and the file that set it (config.py).
-from contrastive_sentence_embeddings.hooks import StrictParametersHook  # noqa: E402
+# A method's seeds (`seeds: [42, 43, 44]`) each get their block in the catalog.
+from contrastive_sentence_embeddings.hooks import SeedRunsHook, StrictParametersHook  # noqa: E402
 
-HOOKS = (StrictParametersHook(),)
+HOOKS = (StrictParametersHook(), SeedRunsHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

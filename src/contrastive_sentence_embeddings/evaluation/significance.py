@@ -227,6 +227,35 @@ def aggregate_seeds(rows: Iterable[Mapping]) -> dict[str, dict[str, float | int 
     return summary
 
 
+def summarise_seed_runs(runs: Sequence[Mapping]) -> dict:
+    """One method's metrics over its seeds, as one metrics dict: every score is the
+    mean over the runs (:func:`aggregate_seeds`), ``<score>_std`` its sample standard
+    deviation (ddof 1), ``n_seeds`` the number of runs; ``model`` is the first run's
+    identity with ``name`` the method (the runs' names less their ``.seed<k>``) and
+    ``seeds`` every seed; ``seed_runs`` keeps each run's name and STS average."""
+    runs = list(runs)
+    if not runs:
+        raise ValueError("no runs to summarise")
+    identities = [run.get("model", {}) for run in runs]
+    names = {str(identity.get("name", "")).rsplit(".seed", 1)[0] for identity in identities}
+    if len(names) != 1:
+        raise ValueError(f"runs of different methods cannot be summarised together: {sorted(names)}")
+    summary: dict = {
+        "model": {**identities[0], "name": names.pop(), "seed": None,
+                  "seeds": [identity.get("seed") for identity in identities]},
+        "n_seeds": len(runs),
+        "seed_runs": {identity.get("name"): run.get("sts_avg") for identity, run in zip(identities, runs)},
+    }
+    flat = [{key: value for key, value in run.items() if key != "n_seeds"} for run in runs]
+    for key, stats in aggregate_seeds(flat).items():
+        summary[key] = stats["mean"]
+        summary[f"{key}_std"] = stats["std"]
+    budgets = [run.get("training") or {} for run in runs]
+    summary["training"] = {key: float(np.mean([b[key] for b in budgets])) if all(_is_number(b.get(key)) for b in budgets)
+                           else None for key in ("examples_seen", "steps", "train_seconds")}
+    return summary
+
+
 def format_mean_std(mean: float | None, std: float | None, digits: int = 1) -> str:
     """A table cell: ``"76.2 +- 0.4"``; ``"76.2"`` without a standard deviation
     (one seed); ``""`` without a value."""

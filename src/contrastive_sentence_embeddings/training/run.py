@@ -147,6 +147,7 @@ def train_method(
                 ", ".join(f"{k} {v}" for k, v in data_description.items()), pooling,
                 ", ".join(model.heads.keys()) or "none")
     result = train(model, tokenizer, examples, training, dev_scorer, collate=collate)
+    result.curve.insert(0, "seed", training.seed)  # runs over seeds share one curve file per method
     model.encoder.load_state_dict(result.best_state)
     metadata = run_metadata(config.kind, encoder_name, pooling, training.seed, method.describe(model), result,
                             data_description)
@@ -168,6 +169,8 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         "best_step": result.best_step,
         "best_dev": result.best_scores,
         "steps": result.steps,
+        # Examples (sentences, documents or pairs) over all processes: the budget to compare runs at.
+        "examples_seen": result.extra.get("examples_seen"),
         **data_description,
         "examples_per_second": round(result.examples_per_second, 2),
         "peak_memory_gib": result.extra.get("peak_memory_gib"),

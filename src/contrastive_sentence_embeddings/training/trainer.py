@@ -385,7 +385,7 @@ def train(
                        config.select_by)
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(config), "num_processes": accelerator.num_processes,
-                           "peak_memory_gib": round(peak, 3)})
+                           "peak_memory_gib": round(peak, 3), "examples_seen": int(state["examples"])})
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     simcse = base_parameters("simcse", max_steps=20, eval_every=10, batch_size=32, learning_rate=1e-4)
+    simcse["seeds"] = None  # one run (seeds: tests/test_pipeline_registry.py)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "simcse": simcse})
     scratch.run(["simcse"])

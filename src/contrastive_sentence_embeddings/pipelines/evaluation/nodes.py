@@ -44,18 +44,29 @@ def trained_model_spec(model_path: str) -> ModelSpec:
 
 def score_models(
     specs: Sequence[ModelSpec], raw_sts: Partitions, raw_transfer: Partitions, settings: EvaluationSettings
-) -> dict[str, dict]:
+) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Metrics per spec name, and each spec's per-pair STS predictions."""
     data = EvaluationData.read(raw_sts, raw_transfer, settings)
-    return evaluate_models(specs, data, settings)
+    pairs: dict[str, dict] = {}
+    metrics = evaluate_models(specs, data, settings, pair_predictions=pairs)
+    return metrics, pairs
 
 def evaluate_model(model: str, raw_sts: Partitions, raw_transfer: Partitions, evaluation: Mapping,
-                   block: Mapping) -> dict:
+                   block: Mapping) -> tuple[dict, dict]:
     """The metrics of one trained model (``<method>.model``): ``params:evaluation`` with
     the ``evaluation`` overrides of ``block`` on top (the method's block, or
-    ``transfer_evaluation``, which turns the transfer tasks on)."""
+    ``transfer_evaluation``, which turns the transfer tasks on); and its per-pair STS
+    predictions, for the leaderboard's paired bootstrap tests. The metrics also say
+    what the training cost: examples seen and seconds (from the model's metadata)."""
     spec = trained_model_spec(model)
     settings = evaluation_settings(evaluation, block.get("evaluation"), f"{spec.name}.evaluation")
-    return score_models([spec], raw_sts, raw_transfer, settings)[spec.name]
+    metrics, pairs = score_models([spec], raw_sts, raw_transfer, settings)
+    return {**metrics[spec.name], "training": training_budget(read_model_metadata(model))}, pairs.get(spec.name, {})
+
+
+def training_budget(metadata: Mapping) -> dict:
+    """Examples seen and training seconds of a run, from its ``cse_metadata.json``."""
+    return {key: metadata.get(key) for key in ("examples_seen", "steps", "train_seconds")}
 
 def evaluate_baseline(
     raw_sts: Partitions, raw_transfer: Partitions, encoder: str, baseline: Mapping, evaluation: Mapping
@@ -65,6 +76,20 @@ def evaluate_baseline(
     settings = evaluation_settings(evaluation, config.overrides, "baseline.overrides")
     return score_models(baseline_specs(encoder, config.poolings), raw_sts, raw_transfer, settings)
 
+
+def aggregate_seed_runs(*metrics: Mapping) -> dict:
+    """One method's runs over seeds in one metrics dict (``significance.summarise_seed_runs``)."""
+    from contrastive_sentence_embeddings.evaluation.significance import summarise_seed_runs
+
+    return summarise_seed_runs(metrics)
+
+
+def concat_seed_curves(*curves):
+    """Every seed's training curve in one table, with a ``seed`` column."""
+    import pandas as pd
+
+    return pd.concat(curves, ignore_index=True)
+
 def evaluate_baseline_transfer(
     raw_sts: Partitions, raw_transfer: Partitions, encoder: str, transfer: Mapping, evaluation: Mapping
 ) -> dict[str, dict]:
@@ -72,5 +97,5 @@ def evaluate_baseline_transfer(
     transfer tasks, beside the trained models' transfer scores."""
     config = parse_strict(TransferEvaluationConfig, transfer, "transfer_evaluation")
     settings = evaluation_settings(evaluation, config.evaluation, "transfer_evaluation.evaluation")
-    return score_models(baseline_specs(encoder, config.baseline_poolings), raw_sts, raw_transfer, settings)
+    return score_models(baseline_specs(encoder, config.baseline_poolings), raw_sts, raw_transfer, settings)[0]
 

@@ -2,7 +2,7 @@
 registry under each method's namespace (STS, alignment/uniformity) and under
 ``transfer.<method>`` (the SentEval transfer tasks as well)::
 
-    model, raw_sts, raw_transfer -> evaluate -> metrics
+    model, raw_sts, raw_transfer -> evaluate -> metrics, sts_pairs (per-pair predictions)
 
 ``params:block`` maps to the method's block, or to ``transfer_evaluation``; its
 ``evaluation`` mapping overrides ``params:evaluation``. The baseline (the untrained encoder with every
@@ -19,7 +19,19 @@ SHARED_INPUTS = {"raw_sts", "raw_transfer"}
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline([
         Node(nodes.evaluate_model, ["model", "raw_sts", "raw_transfer", "params:evaluation", "params:block"],
-             "metrics", name="evaluate", tags=["evaluation"]),
+             ["metrics", "sts_pairs"], name="evaluate", tags=["evaluation"]),
+    ])
+
+
+def seeds_pipeline(runs: int) -> Pipeline:
+    """A method's runs over seeds summarised: ``metrics_<i>`` -> ``metrics`` (mean and
+    standard deviation of every score, and each run's) and ``training_curve_<i>`` ->
+    ``training_curve`` (every run's curve, with its seed)."""
+    return Pipeline([
+        Node(nodes.aggregate_seed_runs, [f"metrics_{i}" for i in range(runs)], "metrics", name="aggregate_metrics",
+             tags=["evaluation"]),
+        Node(nodes.concat_seed_curves, [f"training_curve_{i}" for i in range(runs)], "training_curve",
+             name="aggregate_curves", tags=["evaluation"]),
     ])
 
 
@@ -30,7 +42,7 @@ def baseline_pipeline() -> Pipeline:
         [
             Node(nodes.evaluate_baseline,
                  ["raw_sts", "raw_transfer", "params:encoder", "params:baseline", "params:evaluation"],
-                 "baseline_metrics", name="evaluate", tags=["evaluation"]),
+                 ["baseline_metrics", "baseline_sts_pairs"], name="evaluate", tags=["evaluation"]),
             Node(nodes.evaluate_baseline_transfer,
                  ["raw_sts", "raw_transfer", "params:encoder", "params:transfer_evaluation", "params:evaluation"],
                  "baseline_transfer_metrics", name="transfer", tags=["evaluation", "transfer"]),

@@ -111,8 +111,14 @@ def markdown_table(table: pd.DataFrame, columns: Sequence[str]) -> str:
     return "\n".join([header, rule, *body])
 
 
-def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame) -> str:
+def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
+                         examples_budget: int | None = None) -> str:
     identity = ["model", "method", "base_encoder", "pooling", "seed"]
+    uncertain = "p_vs_base" in table and "n_seeds" in table
+    main = table[~table["model"].map(is_seed_run)]
+    runs = table[table["model"].map(is_seed_run)]
+    sts = uncertainty_view(main, alpha) if uncertain else main
+    budget = ["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds"] if uncertain else STS_COLUMNS
     parts = [
         "# Leaderboard",
         "",
@@ -120,11 +126,31 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame) -> str:
         "",
         "## STS (Spearman x 100, SentEval \"all\" setting)",
         "",
-        markdown_table(table, [*identity, *STS_COLUMNS, "paper_sts_avg"]),
-        "",
+    ]
+    if examples_budget is not None:
+        parts += [f"Trained rows filtered to an equal budget of {examples_budget:,} training examples seen.", ""]
+    if uncertain:
+        parts += [
+            "A method run for several seeds shows the mean +- standard deviation over its `n_seeds` runs (each "
+            "run below). `vs base`: STS avg difference to the untrained encoder with the same pooling, from a "
+            "paired bootstrap over the pairs of all 7 tasks (1,000 resamples; for several seeds, the mean "
+            f"difference and the largest p-value); `n.s.`: not significant at p < {alpha}. "
+            "`examples_seen` and `train_seconds` are the training budget (mean over seeds).",
+            "",
+        ]
+    parts += [markdown_table(sts, [*identity, *budget, "paper_sts_avg"]), ""]
+    if uncertain and not runs.empty:
+        parts += ["## Each seed's run", "", markdown_table(uncertainty_view(runs, alpha),
+                                                          [*identity, *STS_COLUMNS, "vs base"]), ""]
+    if uncertain:
+        intervals = intervals_view(table)
+        if not intervals.empty:
+            parts += ["## 95% bootstrap intervals of each score (1,000 resamples of the pairs)", "",
+                      markdown_table(intervals, ["model", "pooling", *STS_COLUMNS]), ""]
+    parts += [
         "## STS, subsets averaged weighted by size (\"wmean\")",
         "",
-        markdown_table(table, [*identity, *WMEAN_COLUMNS]),
+        markdown_table(main, [*identity, *WMEAN_COLUMNS]),
         "",
     ]
     if table[TRANSFER_COLUMNS].notna().any().any():
@@ -133,7 +159,7 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame) -> str:
                   ""]
     if table[GEOMETRY_COLUMNS].notna().any().any():
         parts += ["## Alignment and uniformity (lower is better for both)", "",
-                  markdown_table(table, [*identity, *GEOMETRY_COLUMNS, "sts_avg"]), ""]
+                  markdown_table(main, [*identity, *GEOMETRY_COLUMNS, "sts_avg"]), ""]
     parts += [
         "## Reported in the papers (full-scale training, for reference)",
         "",
@@ -144,33 +170,178 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame) -> str:
 
 
 def alignment_uniformity_figure(table: pd.DataFrame):
-    """Scatter of uniformity (x) against alignment (y), coloured by STS average, one
-    labelled point per model: the layout of the SimCSE and SCD figures (lower left
-    is better)."""
+    """Uniformity (x) against alignment (y), coloured by STS average: the layout of the
+    SimCSE and SCD figures (lower left is better). Each model is a numbered point
+    named in the legend beside the axes (labels on the points hid each other); a
+    method run for several seeds shows each seed's run as a small point and its mean
+    with error bars of one standard deviation over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     points = table.dropna(subset=["alignment", "uniformity"])
-    figure, axis = plt.subplots(figsize=(6.4, 4.8), dpi=150)
+    figure, axis = plt.subplots(figsize=(9.0, 4.8), dpi=150)
     if points.empty:
         axis.text(0.5, 0.5, "no model has alignment / uniformity yet", ha="center", va="center")
         axis.set_axis_off()
         return figure
-    scatter = axis.scatter(points["uniformity"], points["alignment"], c=points["sts_avg"], cmap="viridis", s=60,
-                           edgecolors="black", linewidths=0.5)
-    # Models at the same point (e.g. the mean / last_avg aliases) share one label.
-    labels: dict[tuple[float, float], list[str]] = {}
-    for row in points.itertuples():
-        labels.setdefault((round(row.uniformity, 4), round(row.alignment, 4)), []).append(row.model)
-    for (x, y), names in labels.items():
-        axis.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+    summaries = points[~points["model"].map(is_seed_run)]
+    runs = points[points["model"].map(is_seed_run)]
+    norm = matplotlib.colors.Normalize(points["sts_avg"].min(), points["sts_avg"].max())
+    if not runs.empty:
+        axis.scatter(runs["uniformity"], runs["alignment"], c=runs["sts_avg"], cmap="viridis", norm=norm, s=14,
+                     alpha=0.6, edgecolors="none")
+    # Models at the same point (e.g. the mean / last_avg aliases) share one number.
+    numbered: dict[tuple[float, float], list[str]] = {}
+    for row in summaries.itertuples():
+        numbered.setdefault((round(row.uniformity, 4), round(row.alignment, 4)), []).append(row.model)
+    for row in summaries.itertuples():
+        x_err = getattr(row, "uniformity_std", np.nan) if "uniformity_std" in summaries else np.nan
+        y_err = getattr(row, "alignment_std", np.nan) if "alignment_std" in summaries else np.nan
+        if not (math.isnan(x_err) and math.isnan(y_err)):
+            axis.errorbar(row.uniformity, row.alignment, xerr=0 if math.isnan(x_err) else x_err,
+                          yerr=0 if math.isnan(y_err) else y_err, fmt="none", ecolor="grey", elinewidth=0.8,
+                          capsize=2)
+    scatter = axis.scatter(summaries["uniformity"], summaries["alignment"], c=summaries["sts_avg"], cmap="viridis",
+                           norm=norm, s=60, edgecolors="black", linewidths=0.5)
+    legend = []
+    for number, ((x, y), names) in enumerate(sorted(numbered.items(), key=lambda item: item[1]), start=1):
+        axis.annotate(str(number), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8, weight="bold")
+        legend.append(f"{number}  {' = '.join(names)}")
+    axis.text(1.28, 1.0, "\n".join(legend), transform=axis.transAxes, va="top", ha="left", fontsize=7,
+              family="monospace")
     colorbar = figure.colorbar(scatter, ax=axis)
     colorbar.set_label("STS avg (Spearman x 100)")
     axis.set_xlabel(r"$\ell_{\mathrm{uniform}}$")
     axis.set_ylabel(r"$\ell_{\mathrm{align}}$")
-    axis.set_title("Alignment and uniformity (STS-B)")
+    axis.set_title("Alignment and uniformity (STS-B); small points: single seeds")
     axis.grid(alpha=0.3)
     figure.tight_layout()
+    figure.subplots_adjust(right=0.58)
     return figure
+
+
+# --- uncertainty: seeds, bootstrap intervals, paired tests, budgets -------------------------
+SEED_RUN = ".seed"   # a seed's run is called <method>.seed<k>; its method's summary row <method>
+
+
+def is_seed_run(name: str) -> bool:
+    return SEED_RUN in str(name)
+
+
+def add_uncertainty(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
+    """Per row: the standard deviation over seeds of every STS score (``<score>_std``,
+    rows summarising several seeds), ``n_seeds``, each STS score's bootstrap interval
+    (``<score>_ci_lo``, ``<score>_ci_hi``; single runs) and the training budget
+    (``examples_seen``, ``train_seconds``)."""
+    by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
+    table = table.copy()
+    columns: dict[str, list] = {}
+    for name in table["model"]:
+        metrics = by_name.get(name, {})
+        values = {"n_seeds": metrics.get("n_seeds", 1)}
+        for column in GEOMETRY_COLUMNS:
+            values[f"{column}_std"] = metrics.get(f"{column}_std")
+        for column in STS_COLUMNS:
+            values[f"{column}_std"] = metrics.get(f"{column}_std")
+            interval = metrics.get(f"{column}_ci")
+            values[f"{column}_ci_lo"], values[f"{column}_ci_hi"] = interval if interval else (None, None)
+        budget = metrics.get("training") or {}
+        values["examples_seen"] = budget.get("examples_seen")
+        values["train_seconds"] = budget.get("train_seconds")
+        for key, value in values.items():
+            columns.setdefault(key, []).append(np.nan if value is None else float(value))
+    for key, values in columns.items():
+        table[key] = values
+    for key in ("n_seeds", "examples_seen"):  # counts, shown without decimals
+        table[key] = table[key].round().astype("Int64")
+    return table
+
+
+def _runs_of(metrics: Mapping, name: str) -> list[str]:
+    """The runs a row stands for: its seeds' runs when it summarises several, else itself."""
+    return list((metrics or {}).get("seed_runs") or {}) or [name]
+
+
+def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping], pairs: Mapping[str, Mapping],
+                     n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+    """For every trained row, the paired bootstrap test of its STS average against its
+    starting encoder (the baseline row of the same base encoder and pooling):
+    ``delta_vs_base`` (STS avg difference, x 100) and ``p_vs_base``
+    (``significance.paired_bootstrap_pvalue`` over the 7 tasks' pairs). A row that
+    summarises seeds is tested seed by seed and gets the mean difference and the
+    largest p-value, so "significant" means significant for every seed.
+    ``significant`` is ``p_vs_base < alpha``; rows without per-pair predictions stay
+    empty."""
+    from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
+
+    by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
+    baselines = {(row.base_encoder, row.pooling): row.model for row in table.itertuples() if row.method == "baseline"}
+    deltas, p_values = [], []
+    for row in table.itertuples():
+        base = baselines.get((row.base_encoder, row.pooling))
+        runs = _runs_of(by_name.get(row.model), row.model)
+        if row.method == "baseline" or base is None or base not in pairs or not all(run in pairs for run in runs):
+            deltas.append(np.nan)
+            p_values.append(np.nan)
+            continue
+        tests = []
+        for run in runs:
+            tasks = sorted(set(pairs[run]) & set(pairs[base]))
+            gold = {task: pairs[base][task]["gold"] for task in tasks}
+            tests.append(paired_bootstrap_pvalue(gold, {t: pairs[run][t]["predicted"] for t in tasks},
+                                                 {t: pairs[base][t]["predicted"] for t in tasks},
+                                                 n_resamples=n_resamples, seed=seed))
+        deltas.append(float(np.mean([test.difference for test in tests])))
+        p_values.append(float(max(test.p_value for test in tests)))
+    table = table.copy()
+    table["delta_vs_base"] = deltas
+    table["p_vs_base"] = p_values
+    table["significant"] = [bool(p < alpha) if not math.isnan(p) else None for p in p_values]
+    return table
+
+
+def within_budget(table: pd.DataFrame, examples_seen: int | None) -> pd.DataFrame:
+    """The baselines and the trained rows that saw exactly ``examples_seen`` training
+    examples (all rows when None): methods compared at an equal budget."""
+    if examples_seen is None:
+        return table
+    keep = (table["method"] == "baseline") | (table["examples_seen"] == float(examples_seen))
+    return table[keep].reset_index(drop=True)
+
+
+def spread_cell(mean, std, digits: int = 2) -> str:
+    """``76.65 +- 0.41`` for a score over seeds, ``76.65`` for one run, empty if none."""
+    from contrastive_sentence_embeddings.evaluation.significance import format_mean_std
+
+    mean = None if mean is None or (isinstance(mean, float) and math.isnan(mean)) else float(mean)
+    std = None if std is None or (isinstance(std, float) and math.isnan(std)) else float(std)
+    return format_mean_std(mean, std, digits)
+
+
+def uncertainty_view(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """The STS table as shown: ``mean +- std`` cells for rows over seeds, the
+    difference to the starting encoder with its p-value, ``n.s.`` where it is not
+    significant at ``alpha``."""
+    view = table.copy()
+    for column in STS_COLUMNS:
+        std = view[f"{column}_std"] if f"{column}_std" in view else pd.Series(np.nan, index=view.index)
+        view[column] = [spread_cell(mean, s) for mean, s in zip(view[column], std)]
+    if "p_vs_base" in view:
+        view["vs base"] = [
+            "" if math.isnan(p) else f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'})"
+            for delta, p in zip(view["delta_vs_base"], view["p_vs_base"])
+        ]
+    return view
+
+
+def intervals_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Each single run's STS scores with their 95% bootstrap intervals: ``72.37 [71.1, 73.6]``."""
+    rows = table[table[[f"{c}_ci_lo" for c in STS_COLUMNS]].notna().any(axis=1)].copy()
+    for column in STS_COLUMNS:
+        rows[column] = [
+            "" if math.isnan(value) else (f"{value:.2f}" if math.isnan(lo) else f"{value:.2f} [{lo:.1f}, {hi:.1f}]")
+            for value, lo, hi in zip(rows[column], rows[f"{column}_ci_lo"], rows[f"{column}_ci_hi"])
+        ]
+    return rows

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 
 import pandas as pd
 from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 from contrastive_sentence_embeddings.data.wikipedia import (
     WIKITEXT_UNK,
     Article,
@@ -22,6 +23,36 @@ from contrastive_sentence_embeddings.data.wikipedia import (
 logger = logging.getLogger(__name__)
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "title", "text"]
+DOCUMENT_INPUTS = ("wikitext", "openwebtext")
+
+
+@dataclass(frozen=True)
+class LongDocumentsConfig:
+    """The ``data_processing.long_documents`` parameter block, parsed strictly.
+
+    ``max_unk_fraction``: a document whose tokens are more than this share the
+    tokenizer's unknown token (a line of emoji, a script the vocabulary lacks) is
+    dropped and counted; None keeps every document."""
+
+    inputs: tuple[str, ...] = DOCUMENT_INPUTS
+    min_doc_tokens: int = 2048
+    tokenize_batch_size: int = 64
+    max_unk_fraction: float | None = 0.1
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> "LongDocumentsConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ValueError(f"unknown data_processing.long_documents parameter(s): {', '.join(unknown)}")
+        config = cls(**{**params, "inputs": tuple(params.get("inputs", DOCUMENT_INPUTS))})
+        if not config.inputs or set(config.inputs) - set(DOCUMENT_INPUTS):
+            raise ValueError(f"long_documents.inputs must be a non-empty subset of {list(DOCUMENT_INPUTS)}, "
+                             f"got {list(config.inputs)}")
+        if config.max_unk_fraction is not None and not 0.0 <= config.max_unk_fraction <= 1.0:
+            raise ValueError(f"long_documents.max_unk_fraction must be in [0, 1] (or null), "
+                             f"got {config.max_unk_fraction}")
+        return config
 
 
 def wikitext_documents(
@@ -54,6 +85,7 @@ def line_documents(
             report.drop("empty document", where=f"{raw.label}:{number}")
             continue
         rows.append((f"{source_file}:{number}", f"{raw.label}:{number}", "", text))
+    require_rows(len(rows), f"{raw.label} (one-document-per-line file)")
     return pd.DataFrame(rows, columns=DOCUMENT_COLUMNS)
 
 
@@ -81,12 +113,34 @@ def tokenize_documents(
     return ids
 
 
+def unknown_token_fraction(token_ids: Sequence[int], unk_token_id: int) -> float:
+    """The share of ``token_ids`` that are the unknown token (0 for no tokens)."""
+    if not len(token_ids):
+        return 0.0
+    return sum(1 for token in token_ids if token == unk_token_id) / len(token_ids)
+
+
 def keep_long_documents(
-    documents: pd.DataFrame, min_tokens: int, report: StepReport
+    documents: pd.DataFrame,
+    min_tokens: int,
+    report: StepReport,
+    unk_token_id: int | None = None,
+    max_unk_fraction: float | None = None,
 ) -> pd.DataFrame:
     """Documents with at least ``min_tokens`` tokens (column ``n_tokens``); the others
-    are counted under one reason, with examples."""
+    are counted under one reason, with examples. With ``unk_token_id`` and
+    ``max_unk_fraction``, documents whose share of unknown tokens (column
+    ``input_ids``) is above ``max_unk_fraction`` are dropped and counted first:
+    text the tokenizer cannot represent is no training signal. An empty result is
+    an error."""
+    if unk_token_id is not None and max_unk_fraction is not None:
+        fractions = documents["input_ids"].map(lambda ids: unknown_token_fraction(ids, unk_token_id))
+        mostly_unknown = fractions > max_unk_fraction
+        for source in documents.loc[mostly_unknown, "source"]:
+            report.drop(f"more than {max_unk_fraction:g} of its tokens unknown", where=source)
+        documents = documents.loc[~mostly_unknown]
     long_enough = documents["n_tokens"] >= min_tokens
     for source in documents.loc[~long_enough, "source"]:
         report.drop(f"fewer than {min_tokens} tokens", where=source)
+    require_rows(int(long_enough.sum()), f"long_documents (no document of at least {min_tokens} tokens)")
     return documents.loc[long_enough].reset_index(drop=True)

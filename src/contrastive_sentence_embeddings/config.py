@@ -21,7 +21,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -87,9 +86,18 @@ class WikiSentencesConfig:
 
 @dataclass(frozen=True)
 class LongDocumentsConfig:
+    """``data_processing.long_documents``. ``max_unk_fraction``: a document whose tokens
+    are more than this share the tokenizer's unknown token (a line of emoji, a script
+    the vocabulary lacks) is dropped and counted; None keeps every document."""
+
     inputs: list = field(default_factory=lambda: ["openwebtext"])
     min_doc_tokens: int = 2048
     tokenize_batch_size: int = 64
+    max_unk_fraction: float | None = 0.1
+
+    def __post_init__(self) -> None:
+        if self.max_unk_fraction is not None and not 0.0 <= self.max_unk_fraction <= 1.0:
+            raise ValueError(f"max_unk_fraction must be in [0, 1] (or null), got {self.max_unk_fraction}")
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,21 @@ class TransferEvaluationConfig:
     evaluation: dict = field(default_factory=lambda: {"transfer": True})
     baseline_poolings: list = field(default_factory=lambda: ["mean"])
     dvc_stages: list = field(default_factory=list)   # methods with a `transfer@<method>` DVC stage
+
+
+@dataclass(frozen=True)
+class LeaderboardConfig:
+    """``leaderboard``: the paired bootstrap tests against the starting encoder
+    (resamples, seed, significance level) and an optional equal-budget filter."""
+
+    bootstrap_resamples: int = 1000
+    bootstrap_seed: int = 0
+    alpha: float = 0.05
+    examples_budget: int | None = None   # keep trained rows that saw exactly this many examples
+
+    def __post_init__(self) -> None:
+        if self.bootstrap_resamples < 1 or not 0 < self.alpha < 1:
+            raise ValueError("bootstrap_resamples must be positive and alpha in (0, 1)")
 
 
 def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, where: str = "evaluation"):
@@ -335,8 +358,6 @@ def validate_parameters(params: Mapping) -> None:
     """Parse every block of the merged parameters; raise :class:`ParameterError` on the
     first problem. A top-level key that is neither a shared value, a known block nor a
     listed method is an error too (a misspelt block name would otherwise be unused)."""
-    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings  # noqa: F401
-
     names = method_names(params)
     blocks = {
         "raw_data": lambda p: parse_strict(RawDataConfig, p, "raw_data"),
@@ -344,6 +365,7 @@ def validate_parameters(params: Mapping) -> None:
         "evaluation": lambda p: evaluation_settings(p, where="evaluation"),
         "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
         "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
+        "leaderboard": lambda p: parse_strict(LeaderboardConfig, p, "leaderboard"),
     }
     unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))
     if unknown:

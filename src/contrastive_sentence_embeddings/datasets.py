@@ -4,20 +4,33 @@
   a lazy :class:`~contrastive_sentence_embeddings.data.raw_file.RawFile` handle
   (nothing is read until a node streams it), saving copies a file byte for byte. Used
   inside a ``partitions.PartitionedDataset`` it represents a raw directory.
+* ``AtomicParquetDataset`` and ``AtomicJSONDataset``: kedro-datasets'
+  ``pandas.ParquetDataset`` and ``json.JSONDataset`` whose saves to the local file
+  system are atomic: the file is written beside its target under a hidden temporary
+  name, flushed to disk, and renamed over the target with ``os.replace``. A crash or a
+  full disk during a rerun leaves the previous file intact (and a ``.<name>.writing-*``
+  file at worst), never a truncated one.
 * ``MetricsFolderDataset``: a folder of per-model metrics files that may be empty.
 * ``SentenceEncoderDataset``: a trained model (``<method>.model``), saved for
-  sentence-transformers and AutoModel, named after its folder.
+  sentence-transformers and AutoModel, named after its catalog entry.
 * ``EmbeddingCacheDataset``: a content-addressed embedding cache filled in place.
 * ``PairPredictionsDataset``: a model's per-pair STS predictions, for bootstrap tests.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-from pathlib import Path
+import uuid
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
+from kedro.io.core import get_filepath_str
+from kedro_datasets.json import JSONDataset
+from kedro_datasets.pandas import ParquetDataset
+
+from contrastive_sentence_embeddings.crash_points import crash_point
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
@@ -67,6 +80,46 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
         return {"filepath": str(self._filepath), "encoding": self._encoding}
 
 
+class _AtomicSave:
+    """Mixin for fsspec-based kedro-datasets: a local save goes to a temporary file in
+    the target's folder (same file system, so the rename is atomic), which then
+    replaces the target in one ``os.replace``. Other protocols (object stores) write
+    whole objects anyway and are saved as the parent class does."""
+
+    _writing_to: PurePosixPath | None = None
+
+    def _get_save_path(self) -> PurePosixPath:
+        return self._writing_to if self._writing_to is not None else super()._get_save_path()
+
+    def save(self, data) -> None:
+        if getattr(self, "_protocol", "file") != "file":
+            return super().save(data)
+        target = Path(get_filepath_str(super()._get_save_path(), self._protocol))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.writing-{uuid.uuid4().hex[:12]}")
+        self._writing_to = PurePosixPath(temporary.as_posix())
+        try:
+            super().save(data)
+            with open(temporary, "rb") as handle:
+                os.fsync(handle.fileno())
+            crash_point("dataset_save:before_replace")
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        finally:
+            self._writing_to = None
+        self._invalidate_cache()
+
+
+class AtomicParquetDataset(_AtomicSave, ParquetDataset):
+    """``pandas.ParquetDataset`` with an atomic local save (see the module docstring)."""
+
+
+class AtomicJSONDataset(_AtomicSave, JSONDataset):
+    """``json.JSONDataset`` with an atomic local save (see the module docstring)."""
+
+
 from kedro_datasets.partitions import PartitionedDataset  # noqa: E402
 
 
@@ -100,7 +153,11 @@ class SentenceEncoderDataset(AbstractDataset):
         self.metadata = metadata
 
     def save(self, data) -> None:
+        """Publish the model, then delete the run's training checkpoint (named in the
+        metadata's ``training.checkpoint_dir``): it is kept until now, because a
+        crash before the model is on disk would otherwise lose the whole run."""
         from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
+        from contrastive_sentence_embeddings.training.trainer import release_checkpoints
 
         # The model is called after its catalog entry (``name``: its namespace, e.g.
         # simcse or simcse.seed43), else its folder, so the name in its metadata, its
@@ -109,17 +166,22 @@ class SentenceEncoderDataset(AbstractDataset):
         metadata = {"name": name, **{k: v for k, v in data.metadata.items() if k != "name"}}
         save_sentence_encoder(self._filepath, data.encoder, data.tokenizer, data.pooling, metadata,
                               head=getattr(data, "head", None))
+        release_checkpoints((data.metadata.get("training") or {}).get("checkpoint_dir"))
 
     def load(self) -> str:
         from contrastive_sentence_embeddings.encoding import METADATA_FILE
+        from contrastive_sentence_embeddings.training.saving import recover_interrupted_saves
 
+        recover_interrupted_saves(self._filepath)
         if not (self._filepath / METADATA_FILE).is_file():
             raise DatasetError(f"{self._filepath}: no trained model here (no {METADATA_FILE}); run its pipeline first")
         return str(self._filepath)
 
     def _exists(self) -> bool:
         from contrastive_sentence_embeddings.encoding import METADATA_FILE
+        from contrastive_sentence_embeddings.training.saving import recover_interrupted_saves
 
+        recover_interrupted_saves(self._filepath)
         return (self._filepath / METADATA_FILE).is_file()
 
     def _describe(self) -> dict[str, Any]:

@@ -32,17 +32,19 @@ def test_read_stsb_skips_and_counts_every_kind_of_bad_row(write_file):
     )
     report = StepReport("t")
     table = pairs.read_stsb(raw, "train", report)
+    # A row with an extra (source) column is read from its first 7 fields, as SentEval does.
     assert table[["sentence1", "sentence2", "score", "split"]].values.tolist() == [
-        ["a man is walking .", "a person walks .", 4.5, "train"]
+        ["a man is walking .", "a person walks .", 4.5, "train"],
+        ["a man is walking .", "a person walks .", 4.0, "train"],
     ]
-    assert table["source"].tolist() == [f"{raw.label}:1"]
+    assert table["source"].tolist() == [f"{raw.label}:1", f"{raw.label}:8"]
     assert report.rows_in == 9
+    assert report.variants == {"extra source columns (8 fields, first 7 read)": 1}
     assert report.dropped == {
         "missing score": 1,
         "score is not a number": 1,
         "score outside 0-5": 1,
         "expected 7 tab-separated columns, found 3": 1,
-        "expected 7 tab-separated columns, found 8": 1,
         "empty line": 1,
         "blank sentence": 1,
         f"not utf-8 (byte {bad_byte})": 1,

@@ -9,8 +9,8 @@ import pytest
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport
 from contrastive_sentence_embeddings.evaluation import transfer
+from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache
 from contrastive_sentence_embeddings.evaluation.transfer import (
-    EmbeddingCache,
     TransferSplit,
     TransferTask,
 )

@@ -252,7 +252,9 @@ def test_trainer_under_ddp_keeps_processes_in_step(documents, span_table, tiny_b
     out = tmp_path / "out"
     out.mkdir()
     worker = Path(__file__).with_name("ddp_worker.py")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(Path.cwd())}
+    # The checkout's src first: the workers must run this copy of the code, not an installed one.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+           "PYTHONPATH": os.pathsep.join([str(Path.cwd() / "src"), str(Path.cwd())])}
     # torchrun sets the process-group variables; accelerate (inside the trainer) picks
     # them up as it does under `accelerate launch` on GPUs, with gloo on CPU.
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",

@@ -112,12 +112,13 @@ def test_training_curve_has_loss_rate_and_speed(tiny_bert, tokenizer, sentences)
 
 def test_a_checkpoint_of_another_run_is_not_resumed(tiny_bert, tokenizer, sentences, tmp_path, caplog):
     checkpoint = tmp_path / "checkpoint"
-    checkpoint.mkdir()
-    (checkpoint / "trainer_state.json").write_text('{"fingerprint": "another run", "step": 5}')
+    run(tiny_bert, tokenizer, sentences, max_steps=2, eval_every=2, checkpoint_dir=str(checkpoint))  # another run
+    assert (checkpoint / "step-2").is_dir()
     result = run(tiny_bert, tokenizer, sentences, max_steps=4, eval_every=2, checkpoint_dir=str(checkpoint))
     assert result.steps == 4
     assert "holds a checkpoint of a different run" in caplog.text
-    assert not checkpoint.exists()  # a finished run leaves no checkpoint behind
+    # The finished run's last checkpoint is kept until its model is saved (release_checkpoints).
+    assert sorted(p.name for p in checkpoint.iterdir()) == ["step-4"]
 
 
 class ScriptedDevScorer:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 from contrastive_sentence_embeddings.data.wikipedia import (
     WIKITEXT_UNK,
     Article,
@@ -22,6 +22,7 @@ from contrastive_sentence_embeddings.data.wikipedia import (
 logger = logging.getLogger(__name__)
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "title", "text"]
+DOCUMENT_INPUTS = ("wikitext", "openwebtext")
 
 
 def wikitext_documents(
@@ -54,6 +55,7 @@ def line_documents(
             report.drop("empty document", where=f"{raw.label}:{number}")
             continue
         rows.append((f"{source_file}:{number}", f"{raw.label}:{number}", "", text))
+    require_rows(len(rows), f"{raw.label} (one-document-per-line file)")
     return pd.DataFrame(rows, columns=DOCUMENT_COLUMNS)
 
 
@@ -81,12 +83,34 @@ def tokenize_documents(
     return ids
 
 
+def unknown_token_fraction(token_ids: Sequence[int], unk_token_id: int) -> float:
+    """The share of ``token_ids`` that are the unknown token (0 for no tokens)."""
+    if not len(token_ids):
+        return 0.0
+    return sum(1 for token in token_ids if token == unk_token_id) / len(token_ids)
+
+
 def keep_long_documents(
-    documents: pd.DataFrame, min_tokens: int, report: StepReport
+    documents: pd.DataFrame,
+    min_tokens: int,
+    report: StepReport,
+    unk_token_id: int | None = None,
+    max_unk_fraction: float | None = None,
 ) -> pd.DataFrame:
     """Documents with at least ``min_tokens`` tokens (column ``n_tokens``); the others
-    are counted under one reason, with examples."""
+    are counted under one reason, with examples. With ``unk_token_id`` and
+    ``max_unk_fraction``, documents whose share of unknown tokens (column
+    ``input_ids``) is above ``max_unk_fraction`` are dropped and counted first:
+    text the tokenizer cannot represent is no training signal. An empty result is
+    an error."""
+    if unk_token_id is not None and max_unk_fraction is not None:
+        fractions = documents["input_ids"].map(lambda ids: unknown_token_fraction(ids, unk_token_id))
+        mostly_unknown = fractions > max_unk_fraction
+        for source in documents.loc[mostly_unknown, "source"]:
+            report.drop(f"more than {max_unk_fraction:g} of its tokens unknown", where=source)
+        documents = documents.loc[~mostly_unknown]
     long_enough = documents["n_tokens"] >= min_tokens
     for source in documents.loc[~long_enough, "source"]:
         report.drop(f"fewer than {min_tokens} tokens", where=source)
+    require_rows(int(long_enough.sum()), f"long_documents (no document of at least {min_tokens} tokens)")
     return documents.loc[long_enough].reset_index(drop=True)

@@ -4,15 +4,18 @@ entailment pairs, from SentEval's file layout or the Hugging Face Hub layout."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 
 import pandas as pd
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import (
     BadInputError,
+    EmptyInputError,
     StepReport,
     handle_bad_input,
+    require_rows,
 )
 from contrastive_sentence_embeddings.data.wikipedia import normalize_text
 
@@ -31,16 +34,24 @@ def read_stsb(
 ) -> pd.DataFrame:
     """Rows of a SentEval STS-B file (7 tab-separated columns, score 0-5).
 
-    Wrong column counts, blank or non-numeric scores, scores outside 0-5 and blank
-    sentences are bad input: skipped and counted with ``file:line``, or an error in
-    strict mode.
+    The files as the benchmark's authors distribute them carry one or two extra
+    source columns after the second sentence on some rows; like SentEval's reader,
+    such rows are read from their first 7 fields and counted as a variant ("extra
+    source columns"), not dropped. Fewer than 7 columns, blank, non-numeric, NaN or
+    out-of-range (outside 0-5) scores and blank sentences are bad input: skipped
+    and counted with ``file:line``, or an error in strict mode. A file without a
+    single line is an error naming it.
     """
     rows = []
+    lines_before = report.rows_in
     for _, where, line in raw.iter_located_lines(report, on_bad_input):
         if not line.strip():
             report.drop("empty line", where=where)
             continue
         fields = line.split("\t")
+        if len(fields) > STSB_COLUMNS:
+            report.variant(f"extra source columns ({len(fields)} fields, first {STSB_COLUMNS} read)", where=where)
+            fields = fields[:STSB_COLUMNS]
         if len(fields) != STSB_COLUMNS:
             handle_bad_input(
                 report, f"expected {STSB_COLUMNS} tab-separated columns, found {len(fields)}", where, on_bad_input
@@ -62,6 +73,7 @@ def read_stsb(
             handle_bad_input(report, "blank sentence", where, on_bad_input)
             continue
         rows.append((sentence1, sentence2, score, split, where))
+    require_rows(report.rows_in - lines_before, f"{raw.label} (STS-B {split})")
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
@@ -89,7 +101,9 @@ def stsb_positive_pairs(
     """Pairs with a gold score strictly above ``threshold``, de-duplicated."""
     above = pairs["score"] > threshold
     report.drop(f"score <= {threshold:g}", int((~above).sum()))
-    return drop_duplicate_pairs(pairs.loc[above], "sentence1", "sentence2", report, symmetric=True)
+    positive = drop_duplicate_pairs(pairs.loc[above], "sentence1", "sentence2", report, symmetric=True)
+    require_rows(len(positive), f"stsb_pairs (STS-B pairs scoring above {threshold:g})")
+    return positive
 
 
 def read_nli_senteval(
@@ -102,9 +116,13 @@ def read_nli_senteval(
 ) -> pd.DataFrame:
     """(premise, hypothesis, label) from SentEval's line-aligned ``s1.<split>``,
     ``s2.<split>`` and ``labels.<split>``. Files of different lengths cannot be
-    aligned and always raise, naming the files; a bad line drops its pair."""
+    aligned and always raise, naming the files, and so does an empty file (a split
+    must never vanish silently); a bad line drops its pair."""
     files = (premises, hypotheses, labels)
     columns = [raw.read_numbered_lines(report, on_bad_input) for raw in files]
+    for raw, (_, n_lines) in zip(files, columns):
+        if n_lines == 0:
+            raise EmptyInputError(f"{raw.label}: empty NLI file (split '{split}')")
     lengths = {raw.path.name: n for raw, (_, n) in zip(files, columns)}
     if len(set(lengths.values())) != 1:
         raise BadInputError(
@@ -132,6 +150,51 @@ def read_nli_senteval(
     return pd.DataFrame(rows, columns=["premise", "hypothesis", "label", "split", "source"])
 
 
+NLI_MEMBERS = ("s1", "s2", "labels")
+_SENTEVAL_NLI_FILE = re.compile(r"^(?:(?P<corpus>.*)/)?(?P<member>s1|s2|labels)\.(?P<split>\w+)$")
+_HUB_NLI_FILE = re.compile(r"^(?:(?P<corpus>.*)/)?(?P<split>\w+)\.parquet$")
+
+
+def read_nli_partitions(
+    raw_nli: Mapping[str, Callable[[], RawFile]],
+    splits: Iterable[str] | None,
+    report: StepReport,
+    on_bad_input: str = "skip",
+) -> list[pd.DataFrame]:
+    """Every labelled NLI table of ``raw_nli`` (``PartitionedDataset`` partitions):
+    SentEval-layout splits (``<corpus>/s1.<split>``, ``s2.<split>``,
+    ``labels.<split>``) and Hub-layout Parquet files (``<corpus>/<split>.parquet``);
+    ``splits`` None takes every split. A SentEval split with any of its three
+    files missing (whichever one) or empty is an error naming it; so is finding no
+    split at all."""
+    wanted = None if splits is None else set(splits)
+    senteval: dict[tuple[str, str], dict[str, str]] = {}
+    tables = []
+    for pid in sorted(raw_nli):
+        if match := _SENTEVAL_NLI_FILE.match(pid):
+            if wanted is None or match["split"] in wanted:
+                key = (match["corpus"] or "", match["split"])
+                senteval.setdefault(key, {})[match["member"]] = pid
+        elif (match := _HUB_NLI_FILE.match(pid)) and (wanted is None or match["split"] in wanted):
+            tables.append(read_nli_hub(raw_nli[pid](), f"{match['corpus']}/{match['split']}", report, on_bad_input))
+    for (corpus, split), members in sorted(senteval.items()):
+        missing = [member for member in NLI_MEMBERS if member not in members]
+        if missing:
+            prefix = f"{corpus}/" if corpus else ""
+            present = raw_nli[next(iter(members.values()))]().path.parent
+            raise FileNotFoundError(
+                f"NLI split '{prefix}{split}' in {present}: "
+                + ", ".join(f"{prefix}{member}.{split}" for member in missing)
+                + " missing (a SentEval split needs s1, s2 and labels)"
+            )
+        premises, hypotheses, labels = (raw_nli[members[member]]() for member in NLI_MEMBERS)
+        tables.append(read_nli_senteval(premises, hypotheses, labels, f"{corpus}/{split}" if corpus else split,
+                                        report, on_bad_input))
+    if not tables:
+        raise FileNotFoundError(f"no NLI files of splits {splits} in raw_nli (found {sorted(raw_nli)})")
+    return tables
+
+
 def read_nli_hub(raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip") -> pd.DataFrame:
     """(premise, hypothesis, label) from a Parquet file in the Hub layout of SNLI and
     MultiNLI: integer labels, 0 entailment, 1 neutral, 2 contradiction, -1 none."""
@@ -139,6 +202,7 @@ def read_nli_hub(raw: RawFile, split: str, report: StepReport, on_bad_input: str
     missing = {"premise", "hypothesis", "label"} - set(table.columns)
     if missing:
         raise BadInputError(f"{raw.label}: missing NLI columns {sorted(missing)}")
+    require_rows(len(table), f"{raw.label} (NLI split '{split}')")
     report.rows_in += len(table)
     rows = []
     for index, (premise, hypothesis, label) in enumerate(
@@ -172,5 +236,6 @@ def entailment_pairs(labelled: Iterable[pd.DataFrame], report: StepReport) -> pd
     pairs = drop_duplicate_pairs(
         table.loc[entails, NLI_COLUMNS], "premise", "hypothesis", report, symmetric=False
     )
+    require_rows(len(pairs), "nli_pairs (entailment pairs)")
     report.rows_out = len(pairs)
     return pairs

@@ -3,6 +3,14 @@
 The raw inputs are plain files from an offline mirror or the Hub. Decoding is done
 per line so that one bad byte costs one line (counted, with ``file:line``), not the
 whole file.
+
+Decoding is by detection, line by line: UTF-8 first (a byte-order mark on the first
+line is dropped), then, for a file declared in a legacy encoding (SentEval's TREC
+training file is ISO-8859-1), that encoding, each such line counted as a variant
+("decoded as iso-8859-1"). So a legacy file re-saved as UTF-8 is read right instead of
+being silently turned into mojibake, and the original is read right too, with the
+count saying which it was. A line that is neither is bad input. NUL bytes (a
+truncated or binary-patched file) are removed from the line and the line counted.
 """
 
 from __future__ import annotations
@@ -14,12 +22,15 @@ from pathlib import Path
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input
 
 UTF8_BOM = "\ufeff"
+UTF8 = "utf-8"
+NUL = "\x00"
 
 
 @dataclass(frozen=True)
 class RawFile:
     """A handle on one raw file: a path and how to decode it. Reading is lazy, so a
-    multi-GB file is streamed, never loaded whole."""
+    multi-GB file is streamed, never loaded whole. ``encoding`` is the file's declared
+    encoding; UTF-8 is always tried first (see the module docstring)."""
 
     path: Path
     encoding: str = "utf-8"
@@ -48,27 +59,39 @@ class RawFile:
         self, report: StepReport, on_bad_input: str = "skip"
     ) -> Iterator[tuple[int, str]]:
         """Yield ``(line_number, text)`` for every decodable line (1-based numbers,
-        line ending stripped, a leading UTF-8 byte-order mark removed).
+        line ending stripped, a leading UTF-8 byte-order mark removed, NUL bytes
+        removed and counted).
 
-        A line that is not valid in ``self.encoding`` is skipped and counted under
-        "not <encoding>" (or raises in strict mode) with its ``file:line``. Every
-        line read counts towards ``report.rows_in``.
+        A line that is not UTF-8 is decoded with ``self.encoding`` when the file is
+        declared in another encoding (counted as a variant "decoded as <encoding>"),
+        else skipped and counted under "not utf-8" (or raises in strict mode) with
+        its ``file:line``. Every line read counts towards ``report.rows_in``.
         """
+        legacy = self.encoding.lower().replace("_", "-") not in (UTF8, "utf8", "utf-8-sig")
+        label = None
         with self.path.open("rb") as handle:
             for number, raw in enumerate(handle, start=1):
                 report.rows_in += 1
                 try:
-                    text = raw.decode(self.encoding)
+                    text = raw.decode(UTF8)
                 except UnicodeDecodeError as err:
-                    handle_bad_input(
-                        report,
-                        f"not {self.encoding} (byte {err.start})",
-                        f"{self.label}:{number}",
-                        on_bad_input,
-                    )
-                    continue
+                    label = label or self.label
+                    if not legacy:
+                        handle_bad_input(report, f"not utf-8 (byte {err.start})", f"{label}:{number}", on_bad_input)
+                        continue
+                    try:
+                        text = raw.decode(self.encoding)
+                    except UnicodeDecodeError as legacy_err:
+                        handle_bad_input(report, f"neither utf-8 nor {self.encoding} (byte {legacy_err.start})",
+                                         f"{label}:{number}", on_bad_input)
+                        continue
+                    report.variant(f"decoded as {self.encoding} (not utf-8)", where=f"{label}:{number}")
                 if number == 1 and text.startswith(UTF8_BOM):
                     text = text[1:]
+                if NUL in text:
+                    label = label or self.label
+                    report.variant("NUL bytes removed", where=f"{label}:{number}")
+                    text = text.replace(NUL, "")
                 yield number, text.rstrip("\r\n")
 
     def iter_located_lines(

@@ -20,6 +20,18 @@ class BadInputError(ValueError):
     """Raised for malformed input when a step runs in strict mode (``on_bad_input: error``)."""
 
 
+class EmptyInputError(BadInputError):
+    """An input file with no rows, or a step that produced no rows: raised whatever
+    ``on_bad_input`` says, because a run on nothing would look like a run."""
+
+
+def require_rows(count: int, what: str) -> None:
+    """Stop with :class:`EmptyInputError` naming ``what`` (a file or a step) when
+    ``count`` is 0."""
+    if count == 0:
+        raise EmptyInputError(f"{what}: no rows; refusing to go on with an empty data set")
+
+
 @dataclass
 class StepReport:
     """Counts of one data-preparation step.
@@ -27,7 +39,9 @@ class StepReport:
     ``rows_in`` is everything the step looked at, ``rows_out`` what it produced, and
     ``dropped`` maps a human-readable reason to a count. ``examples`` keeps up to
     :data:`MAX_EXAMPLES_PER_REASON` locations per reason, so a researcher can open
-    the offending file at the right line.
+    the offending file at the right line. ``variants`` counts rows that were kept
+    but read in a layout other than the usual one (e.g. STS-B rows with extra source
+    columns, a line decoded with a fallback encoding), with examples the same way.
     """
 
     step: str
@@ -36,6 +50,18 @@ class StepReport:
     dropped: Counter = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    variants: Counter = field(default_factory=Counter)
+    variant_examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def variant(self, kind: str, count: int = 1, where: str | None = None) -> None:
+        """Count ``count`` rows kept although read as ``kind`` (not a loss)."""
+        if count <= 0:
+            return
+        self.variants[kind] += count
+        if where is not None:
+            kept = self.variant_examples.setdefault(kind, [])
+            if len(kept) < MAX_EXAMPLES_PER_REASON:
+                kept.append(where)
 
     def drop(self, reason: str, count: int = 1, where: str | None = None) -> None:
         """Count ``count`` rows dropped for ``reason``; remember ``where`` as an example."""
@@ -56,6 +82,11 @@ class StepReport:
                 self.drop(prefix + reason, count - len(examples))
                 for where in examples:
                     self.drop(prefix + reason, where=where)
+        for kind, count in other.variants.items():
+            examples = other.variant_examples.get(kind, [])
+            self.variant(prefix + kind, count - len(examples))
+            for where in examples:
+                self.variant(prefix + kind, where=where)
 
     @property
     def rows_dropped(self) -> int:
@@ -68,6 +99,10 @@ class StepReport:
             "rows_dropped": self.rows_dropped,
             "dropped": dict(sorted(self.dropped.items())),
             "examples": {k: list(v) for k, v in sorted(self.examples.items())},
+            # Only when there are some, so reports of ordinary inputs keep their shape.
+            **({"variants": dict(sorted(self.variants.items())),
+                "variant_examples": {k: list(v) for k, v in sorted(self.variant_examples.items())}}
+               if self.variants else {}),
             **self.extra,
         }
 
@@ -88,6 +123,10 @@ class StepReport:
                 reason,
                 f", e.g. {', '.join(where)}" if where else "",
             )
+        for kind, count in sorted(self.variants.items()):
+            where = self.variant_examples.get(kind)
+            logger.info("%s: kept %d read as a variant (%s)%s", self.step, count, kind,
+                        f", e.g. {', '.join(where)}" if where else "")
 
 
 def handle_bad_input(

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 
 SPAN_COLUMNS = [
     "epoch",
@@ -235,5 +235,6 @@ def sample_spans(
                 rows.append((epoch, doc_id, anchor, start, end, pos_starts, pos_ends))
     # rows in/out count (document, epoch) pairs; the table has one row per anchor.
     report.rows_out = kept_documents
+    require_rows(kept_documents, "declutr_spans (no document long enough for the sampled spans)")
     report.extra["anchor_rows"] = len(rows)
     return pd.DataFrame(rows, columns=SPAN_COLUMNS)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 
 WIKITEXT_UNK = "<unk>"
 # " = Title = " is level 1, " = = Section = = " level 2, and so on.
@@ -67,6 +67,7 @@ def parse_wikitext(
             report.drop("text before the first article title", where=f"{raw.label}:{number}")
         else:
             articles[-1].paragraphs.append((number, text))
+    require_rows(len(articles), f"{raw.label} (WikiText: no article)")
     return articles
 
 
@@ -123,7 +124,9 @@ def line_sentence_candidates(
     raw: RawFile, report: StepReport, on_bad_input: str = "skip"
 ) -> pd.DataFrame:
     """Sentences from a one-sentence-per-line file, with their ``file:line``."""
-    rows = [(text, f"{raw.label}:{number}") for number, text in raw.iter_lines(report, on_bad_input)]
+    label = raw.label
+    rows = [(text, f"{label}:{number}") for number, text in raw.iter_lines(report, on_bad_input)]
+    require_rows(len(rows), f"{label} (sentences file)")
     return pd.DataFrame(rows, columns=["sentence", "source"])
 
 
@@ -158,6 +161,7 @@ def clean_and_filter_sentences(
         else:
             seen.add(text.casefold())
             kept_rows.append((text, source, n_words))
+    require_rows(len(kept_rows), "wiki_sentences (no sentence left after cleaning and filtering)")
     return pd.DataFrame(kept_rows, columns=["sentence", "source", "n_words"])
 
 

@@ -9,7 +9,15 @@ The per-model result is a flat dict (a DVC metric): a ``model`` block naming the
 method, base encoder, pooling and seed, then ``sts12`` .. ``sickr``, ``sts_avg``,
 the ``_wmean`` variants and per-subset values (``sts12/MSRpar``), the transfer
 accuracies (``MR`` .. ``MRPC``, ``MRPC_f1``, ``transfer_avg``), ``alignment`` and
-``uniformity``; with ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
+``uniformity``, ``evaluated_at`` (UTC, ISO 8601: when the scores were computed; the
+leaderboard keeps the newest result of a model) and ``model_fingerprint`` (see
+:func:`model_fingerprint`). An ``evaluation_report`` block records what the scores
+were computed on: the number of pairs of every STS task (``pairs``) against the
+benchmark's size (``benchmark_pairs``), a warning for every difference
+(``warnings``), and the rows read, dropped (by reason, with ``file:line``) and read
+as variants (``data``). It lives in the metrics file itself, so the evaluation
+nodes save it with no catalog entry of its own.
+With ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
 ``sts_avg_ci``: ``[low, high]`` percentile bootstrap intervals of the "all" Spearman
 values (see :mod:`.significance`). The per-pair STS predictions a significance test
 needs can be collected with ``pair_predictions`` (see :func:`evaluate_encoder`).
@@ -21,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -32,10 +40,13 @@ from contrastive_sentence_embeddings.encoding import SentenceEncoder, read_model
 from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
 from contrastive_sentence_embeddings.evaluation.significance import bootstrap_task_intervals
 from contrastive_sentence_embeddings.evaluation.sts import (
+    BENCHMARK_PAIRS,
     STSB_FILES,
     StsSubset,
+    check_pair_counts,
     cosine_scores,
     distinct_sentences,
+    pair_counts,
     read_sts_benchmark,
     read_stsb_split,
     score_sts,
@@ -107,6 +118,7 @@ class EvaluationData:
     transfer: dict[str, TransferTask] | None = None
     geometry: StsSubset | None = None
     report: StepReport = field(default_factory=lambda: StepReport("evaluation_data"))
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def read(cls, raw_sts: Partitions, raw_transfer: Partitions, settings: EvaluationSettings) -> "EvaluationData":
@@ -115,15 +127,37 @@ class EvaluationData:
             data.sts = read_sts_benchmark(raw_sts, data.report, settings.on_bad_input)
         if settings.alignment:
             pid = STSB_FILES[settings.alignment_split]
-            if pid not in raw_sts:
+            if data.sts and settings.alignment_split == "test":
+                # The STS-B test set is already read (and counted) for STS: reading it
+                # again would count its rows twice in the report.
+                data.geometry = data.sts["stsb"][0]
+            elif pid not in raw_sts:
                 raise FileNotFoundError(f"alignment/uniformity: expected the raw STS file {pid} in data/01_raw/sts")
-            data.geometry = read_stsb_split(raw_sts[pid](), settings.alignment_split, data.report,
-                                            settings.on_bad_input)
+            else:
+                data.geometry = read_stsb_split(raw_sts[pid](), settings.alignment_split, data.report,
+                                                settings.on_bad_input)
         if settings.transfer:
             data.transfer = read_transfer_tasks(raw_transfer, data.report, tuple(settings.transfer_tasks),
                                                 on_bad_input=settings.on_bad_input)
         data.report.log(logger)
+        if data.sts:
+            data.warnings = check_pair_counts(pair_counts(data.sts))
         return data
+
+    def evaluation_report(self) -> dict:
+        """What the scores are computed on (the ``evaluation_report`` block of every
+        metrics file): pairs per STS task against the benchmark's size, warnings for
+        differences, and the readers' row counts, drops and variants."""
+        counts = pair_counts(self.sts or {})
+        report = {
+            "pairs": counts,
+            "benchmark_pairs": {task: BENCHMARK_PAIRS[task] for task in counts if task in BENCHMARK_PAIRS},
+            "warnings": list(self.warnings),
+            "data": self.report.to_dict(),
+        }
+        if self.geometry is not None:
+            report["alignment_pairs"] = len(self.geometry)
+        return report
 
     def sentence_level_sentences(self) -> list[str]:
         """Sentences of STS and of the alignment/uniformity split, each once."""
@@ -244,15 +278,25 @@ def evaluate_encoder(
             results[pooling].update(flat)
 
     seconds = time.perf_counter() - started
+    evaluated_at = utc_now()
+    fingerprint = model_fingerprint(path)
+    evaluation_report = data.evaluation_report()
     metrics = {}
     for spec in specs:
         identity = spec.identity()
         identity.update({k: v for k, v in read_model_metadata(resolve_encoder(path)).items()
                          if k in ("method", "base_encoder", "seed") and not identity.get(k)})
-        metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1)}
+        metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1),
+                              "evaluated_at": evaluated_at, "model_fingerprint": fingerprint,
+                              "evaluation_report": evaluation_report}
         logger.info("%s (%s, %s pooling): STS avg %s, transfer avg %s", spec.name, path, spec.pooling,
                     _fmt(results[spec.pooling].get("sts_avg")), _fmt(results[spec.pooling].get("transfer_avg")))
     return metrics
+
+
+def utc_now() -> str:
+    """The current UTC time in ISO 8601 to the second (``2025-01-31T12:00:00+00:00``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _fmt(value) -> str:

@@ -4,13 +4,16 @@ with the papers' own numbers for reference, and the alignment-uniformity figure.
 Input is the per-model metrics JSON written by the evaluation nodes
 (``data/08_reporting/metrics/<model>.json``): a ``model`` block (name, method, base
 encoder, pooling, seed) and flat metric keys (``sts12`` .. ``sickr``, ``sts_avg``,
-``*_wmean``, transfer accuracies, ``alignment``, ``uniformity``).
+``*_wmean``, transfer accuracies, ``alignment``, ``uniformity``), the time it was
+produced (``evaluated_at``) and the fingerprint of the weights it scored
+(``model_fingerprint``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from importlib import resources
 
 import numpy as np
@@ -20,7 +23,7 @@ import yaml
 from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
 from contrastive_sentence_embeddings.evaluation.transfer import TRANSFER_TASKS
 
-IDENTITY_COLUMNS = ["model", "method", "base_encoder", "pooling", "seed"]
+IDENTITY_COLUMNS = ["model", "method", "base_encoder", "pooling", "seed", "evaluated_at"]
 STS_COLUMNS = [*STS_TASKS, "sts_avg"]
 WMEAN_COLUMNS = [f"{task}_wmean" for task in STS_TASKS] + ["sts_avg_wmean"]
 TRANSFER_COLUMNS = [*TRANSFER_TASKS, "MRPC_f1", "transfer_avg"]
@@ -29,8 +32,51 @@ HEADERS = {
     "sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
     "stsb": "STS-B", "sickr": "SICK-R", "sts_avg": "STS avg", "sts_avg_wmean": "STS avg (wmean)",
     "transfer_avg": "Transfer avg", "MRPC_f1": "MRPC F1", "paper_sts_avg": "paper STS avg",
-    "base_encoder": "base encoder",
+    "base_encoder": "base encoder", "evaluated_at": "evaluated (UTC)",
 }
+# Metrics files written before results carried a time sort before every dated one.
+_UNDATED = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def evaluated_at(metrics: Mapping) -> datetime:
+    """When a metrics entry was produced (its ``evaluated_at``); undated entries (older
+    files) are the oldest of all."""
+    stamp = metrics.get("evaluated_at")
+    if not stamp:
+        return _UNDATED
+    moment = datetime.fromisoformat(str(stamp))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
+    """One metrics entry per model from several folders of metrics files (e.g. the
+    STS-only ``metrics`` and the full ``metrics_full``): the newest entry of a model
+    wins (by ``evaluated_at``; an undated file loses to any dated one; on a tie the
+    later source wins).
+
+    An older entry's metrics that the newest one lacks (e.g. the transfer scores of
+    a full evaluation, after a fresh STS-only run) are kept only when both entries
+    scored the same weights (equal ``model_fingerprint``); otherwise they describe a
+    model that no longer exists and are left out, so a row never mixes two models.
+    Pure: the inputs are not modified.
+    """
+    entries: dict[str, list[tuple[datetime, int, Mapping]]] = {}
+    for order, source in enumerate(sources):
+        for name, metrics in source.items():
+            entries.setdefault(name, []).append((evaluated_at(metrics), order, metrics))
+    merged = {}
+    for name, candidates in entries.items():
+        candidates.sort(key=lambda entry: (entry[0], entry[1]))
+        newest = candidates[-1][2]
+        row = dict(newest)
+        for _, _, older in reversed(candidates[:-1]):
+            same_weights = older.get("model_fingerprint") is not None and \
+                older.get("model_fingerprint") == newest.get("model_fingerprint")
+            if same_weights:
+                for key, value in older.items():
+                    row.setdefault(key, value)
+        merged[name] = row
+    return merged
 
 
 def load_reported_results() -> list[dict]:
@@ -51,6 +97,7 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
             "base_encoder": identity.get("base_encoder", ""),
             "pooling": identity.get("pooling", ""),
             "seed": identity.get("seed"),
+            "evaluated_at": _minutes(metrics.get("evaluated_at")),
         }
         for column in [*STS_COLUMNS, *WMEAN_COLUMNS, *TRANSFER_COLUMNS, *GEOMETRY_COLUMNS]:
             value = metrics.get(column)
@@ -63,6 +110,13 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
     table["_baseline"] = table["method"] != "baseline"
     table = table.sort_values(["_baseline", "method", "sts_avg"], ascending=[True, True, False], na_position="last")
     return table.drop(columns="_baseline").reset_index(drop=True)
+
+
+def _minutes(stamp) -> str:
+    """``2025-01-31T12:00:05+00:00`` as ``2025-01-31 12:00`` for the table (UTC)."""
+    if not stamp:
+        return ""
+    return evaluated_at({"evaluated_at": stamp}).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def add_paper_reference(table: pd.DataFrame, reported: Sequence[Mapping]) -> pd.DataFrame:
@@ -113,7 +167,7 @@ def markdown_table(table: pd.DataFrame, columns: Sequence[str]) -> str:
 
 def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
                          examples_budget: int | None = None) -> str:
-    identity = ["model", "method", "base_encoder", "pooling", "seed"]
+    identity = IDENTITY_COLUMNS
     uncertain = "p_vs_base" in table and "n_seeds" in table
     main = table[~table["model"].map(is_seed_run)]
     runs = table[table["model"].map(is_seed_run)]

@@ -14,6 +14,8 @@ subsets' Spearman values averaged, weighted by their numbers of pairs).
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,8 +26,27 @@ from scipy.stats import spearmanr
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport, handle_bad_input
 
+logger = logging.getLogger(__name__)
+
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 _INPUT_FILE = re.compile(r"^(STS1[2-6])-en-test/STS\.input\.(.+)\.txt$")
+# Gold-score ranges: SemEval STS and STS-B annotate 0-5, SICK relatedness 1-5.
+STS_SCORE_RANGE = (0.0, 5.0)
+SICK_SCORE_RANGE = (1.0, 5.0)
+# The number of scored pairs of each benchmark as published (SentEval's files); a
+# score computed on another number of pairs is flagged in the evaluation report.
+BENCHMARK_PAIRS = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186,
+                   "stsb": 1379, "sickr": 4927, "stsb_dev": 1500, "sickr_dev": 500}
+
+
+def check_gold_score(score: float, score_range: tuple[float, float]) -> str | None:
+    """Why ``score`` cannot be a gold score (NaN, infinite, out of range), or None."""
+    if not math.isfinite(score):
+        return f"gold score is {score}"
+    low, high = score_range
+    if not low <= score <= high:
+        return f"gold score outside {low:g}-{high:g}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,9 @@ def read_sts_subset(
             score = float(score_text)
         except ValueError:
             handle_bad_input(report, "gold score is not a number", f"{gold.label}:{number}", on_bad_input)
+            continue
+        if problem := check_gold_score(score, STS_SCORE_RANGE):
+            handle_bad_input(report, problem, f"{gold.label}:{number}", on_bad_input)
             continue
         sentence1.append(fields[0])
         sentence2.append(fields[1])
@@ -170,6 +194,9 @@ def read_sick(raw: RawFile, split: str, report: StepReport, on_bad_input: str = 
         except ValueError:
             handle_bad_input(report, "relatedness score is not a number", where, on_bad_input)
             continue
+        if problem := check_gold_score(score, SICK_SCORE_RANGE):
+            handle_bad_input(report, problem.replace("gold score", "relatedness score"), where, on_bad_input)
+            continue
         if not fields[1].strip() or not fields[2].strip():
             handle_bad_input(report, "blank sentence", where, on_bad_input)
             continue
@@ -195,6 +222,9 @@ def read_sts_benchmark(
     if missing:
         raise FileNotFoundError(f"data/01_raw/sts has no STS.input files for {', '.join(missing)}")
     suite = {year.lower(): years[year] for year in STS_YEARS}
+    empty = [task for task, subsets in suite.items() if not sum(map(len, subsets))]
+    if empty:
+        raise BadInputError(f"no scored pairs left in {', '.join(empty)}")
     suite["stsb"] = [read_stsb_split(_partition(raw_sts, STSB_FILES["test"], "STS-B test"), "test", report,
                                      on_bad_input)]
     suite["sickr"] = [read_sick(_partition(raw_sts, SICK_FILES["test"], "SICK-R test"), "test", report,
@@ -212,6 +242,24 @@ def read_dev_sets(
         "sickr_dev": [read_sick(_partition(raw_sts, SICK_FILES["trial"], "SICK-R trial"), "trial", report,
                                 on_bad_input)],
     }
+
+
+def pair_counts(suite: Mapping[str, Sequence[StsSubset]]) -> dict[str, int]:
+    """The number of scored pairs each task of ``suite`` is evaluated on."""
+    return {task: int(sum(len(subset) for subset in subsets)) for task, subsets in suite.items()}
+
+
+def check_pair_counts(counts: Mapping[str, int], expected: Mapping[str, int] = BENCHMARK_PAIRS) -> list[str]:
+    """A warning (also logged) for every task whose number of evaluated pairs differs
+    from its benchmark's published size: a score on fewer pairs is not the
+    benchmark's score."""
+    warnings = []
+    for task, count in counts.items():
+        if task in expected and count != expected[task]:
+            warnings.append(f"{task}: evaluated on {count} pairs, the benchmark has {expected[task]}; "
+                            "its score is not comparable with published ones")
+            logger.warning(warnings[-1])
+    return warnings
 
 
 def distinct_sentences(suite: Mapping[str, Sequence[StsSubset]]) -> list[str]:
@@ -253,6 +301,13 @@ def score_sts(
                 metrics[f"{task}/{subset.subset}"] = spearman_x100(predicted[-1], gold[-1])
         metrics[task] = aggregate_all(predicted, gold)
         metrics[f"{task}_wmean"] = aggregate_wmean(predicted, gold)
+    undefined = sorted(key for key, value in metrics.items() if not math.isfinite(value))
+    if undefined:
+        # A Spearman correlation is undefined when either side is constant (e.g. an
+        # encoder that collapsed to one embedding); a NaN would pass through the
+        # averages and the model selection unseen.
+        raise FloatingPointError(f"STS score undefined (NaN) for {', '.join(undefined)}: the predicted or gold "
+                                 "similarities of that set are constant")
     if all(task in suite for task in STS_TASKS):
         metrics["sts_avg"] = float(np.mean([metrics[task] for task in STS_TASKS]))
         metrics["sts_avg_wmean"] = float(np.mean([metrics[f"{task}_wmean"] for task in STS_TASKS]))
@@ -273,6 +328,8 @@ class DevScorer:
     def __init__(self, raw_sts: Mapping[str, Callable[[], RawFile]], on_bad_input: str = "skip"):
         self.report = StepReport("dev_sets")
         self.suite = read_dev_sets(raw_sts, self.report, on_bad_input)
+        self.warnings = check_pair_counts(pair_counts(self.suite))
+        self.report.log(logger)
         self.sentences = distinct_sentences(self.suite)
 
     def __call__(self, encode: Callable[[list[str]], np.ndarray]) -> dict[str, float]:

@@ -71,13 +71,11 @@ MRPC features: this platform uses InferSent's [u, v, |u-v|, u*v]. SentEval's own
 from __future__ import annotations
 
 import logging
-import os
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -88,8 +86,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input
-from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache  # noqa: F401  (its old home)
+from contrastive_sentence_embeddings.data.report import EmptyInputError, StepReport, handle_bad_input
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +359,9 @@ def read_transfer_tasks(
             for label, (pid, _) in enumerate(_CV_FILES[task]):
                 raw = _open(raw_transfer, task, pid)
                 more, more_labels, blank = read_sentence_file(raw, label, report, on_bad_input)
+                if not more:
+                    raise EmptyInputError(f"transfer task {task}: {raw.label} has no sentences (empty file); "
+                                          "the task cannot be scored")
                 sentences += more
                 labels += more_labels
                 if blank:
@@ -371,10 +371,13 @@ def read_transfer_tasks(
             rows_per_task[task] = len(sentences)
         else:
             reader = _SPLIT_READERS[task]
-            parts = {
-                split: reader(_open(raw_transfer, task, pid), report, on_bad_input)
-                for split, pid in _SPLIT_FILES[task].items()
-            }
+            parts = {}
+            for split, pid in _SPLIT_FILES[task].items():
+                raw = _open(raw_transfer, task, pid)
+                parts[split] = reader(raw, report, on_bad_input)
+                if not len(parts[split]):
+                    raise EmptyInputError(f"transfer task {task}: {raw.label} ({split} split) has no rows "
+                                          "(empty file, or every line was bad); the task cannot be scored")
             loaded[task] = TransferTask(task, "split", _SPLIT_CLASSES[task], **parts)
             rows_per_task[task] = {split: len(part) for split, part in parts.items()}
         logger.info("transfer task %s: %s rows", task, rows_per_task[task])

@@ -27,7 +27,7 @@ from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.training.methods import build_method
-from contrastive_sentence_embeddings.training.trainer import TrainingConfig, TrainingResult, tokenize_sentences, train
+from contrastive_sentence_embeddings.training.trainer import TrainingResult, tokenize_sentences, train
 
 logger = logging.getLogger(__name__)
 

@@ -54,18 +54,28 @@ The save is atomic from a reader's point of view: everything is written to a hid
 sibling folder (``.<name>.saving-<random>``, same file system), ``cse_metadata.json``
 last, and renamed to ``output_dir`` at the end. A save that fails or is interrupted
 removes its partial folder and leaves any previous ``output_dir`` untouched. An
-existing ``output_dir`` is replaced (moved aside, the new folder renamed in, the old
-one deleted); a folder that does not look like a saved model is never replaced.
+existing ``output_dir`` is replaced by swapping the two folders in one
+``renameat2(RENAME_EXCHANGE)`` call where the system has it (Linux), so there is no
+moment without a model folder; elsewhere the old folder is moved aside
+(``.<name>.replaced-<random>``) and the new one renamed in. A process killed between
+those two renames (or before its dot-folders were removed) is repaired by
+:func:`recover_interrupted_saves`, which every save and every load of the model data
+set runs first: the complete new model is put in place (or, failing that, the old
+one back), leftovers are removed, and the log says so. A folder that does not look
+like a saved model is never replaced.
 """
 
 from __future__ import annotations
 
 import copy
+import ctypes
+import errno
 import json
 import logging
 import os
 import platform
 import shutil
+import sys
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -74,6 +84,7 @@ from pathlib import Path
 
 import torch
 
+from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length
 from contrastive_sentence_embeddings.pooling import check_pooling
 
@@ -130,6 +141,7 @@ def save_sentence_encoder(
                          f"{model.config.hidden_size}")
     # Serialised before anything is written: unserialisable metadata fails here.
     metadata_text = json.dumps(_full_metadata(metadata, pooling), indent=2, ensure_ascii=False) + "\n"
+    recover_interrupted_saves(output_dir)
     _check_replaceable(output_dir)
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -228,20 +240,103 @@ def _check_replaceable(output_dir: Path) -> None:
                          f"{', '.join(_MODEL_MARKERS)}); refusing to replace it")
 
 
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False
+    where the C library, the kernel or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
 def _move_into_place(staging: Path, output_dir: Path) -> None:
-    """Rename ``staging`` to ``output_dir``; an existing ``output_dir`` is moved aside
-    first (a folder cannot be renamed over a non-empty one) and deleted after."""
+    """Rename ``staging`` to ``output_dir``. An existing ``output_dir`` is swapped
+    with it in one step where possible, else moved aside first (a folder cannot be
+    renamed over a non-empty one); the old model is deleted after."""
     if not output_dir.exists():
         os.rename(staging, output_dir)
         return
+    if _exchange(staging, output_dir):
+        crash_point("model_save:after_exchange")
+        shutil.rmtree(staging, ignore_errors=True)  # it now holds the previous model
+        return
     previous = output_dir.parent / f".{output_dir.name}.replaced-{uuid.uuid4().hex[:12]}"
     os.rename(output_dir, previous)
+    crash_point("model_save:between_renames")
     try:
         os.rename(staging, output_dir)
     except BaseException:
         os.rename(previous, output_dir)
         raise
     shutil.rmtree(previous, ignore_errors=True)
+
+
+def _leftovers(output_dir: Path, kind: str) -> list[Path]:
+    """This module's dot-folders beside ``output_dir`` (``kind``: saving or replaced)."""
+    if not output_dir.parent.is_dir():
+        return []
+    return sorted(p for p in output_dir.parent.glob(f".{output_dir.name}.{kind}-*") if p.is_dir())
+
+
+def recover_interrupted_saves(output_dir: str | Path) -> str | None:
+    """Repair what a killed :func:`save_sentence_encoder` left beside ``output_dir``
+    and say so in the log; returns what was done (None: nothing to do).
+
+    With no ``output_dir``: the newest complete new model (a staging folder with
+    ``cse_metadata.json``, written last) is renamed into place; failing that, the
+    previous model that was moved aside is renamed back. Then the remaining staging
+    and moved-aside folders of this model (only this module's dot-folders) are
+    removed.
+    """
+    output_dir = Path(output_dir)
+    staged = _leftovers(output_dir, "saving")
+    replaced = _leftovers(output_dir, "replaced")
+    if not staged and not replaced:
+        return None
+    action = None
+    if not output_dir.exists():
+        complete = [p for p in staged if (p / METADATA_FILE).is_file()]
+        if complete:
+            newest = max(complete, key=lambda p: (p / METADATA_FILE).stat().st_mtime_ns)
+            os.rename(newest, output_dir)
+            action = f"an interrupted save of {output_dir} was completed (the new model, from {newest.name})"
+        elif replaced:
+            previous = max(replaced, key=lambda p: p.stat().st_mtime_ns)
+            os.rename(previous, output_dir)
+            action = f"an interrupted save of {output_dir} was rolled back (the previous model, from {previous.name})"
+    leftover = [p for p in (*staged, *replaced) if p.exists()]
+    for path in leftover:
+        shutil.rmtree(path, ignore_errors=True)
+    if leftover:
+        removed = f"removed {len(leftover)} leftover folder(s) of interrupted saves: " + \
+            ", ".join(p.name for p in leftover)
+        action = f"{action}; {removed}" if action else f"{output_dir}: {removed}"
+    logger.warning("%s", action)
+    return action
+
+
+def recover_interrupted_saves_under(models_dir: str | Path) -> list[str]:
+    """:func:`recover_interrupted_saves` for every model folder name that has
+    leftovers in ``models_dir`` (e.g. ``data/06_models``), before listing models."""
+    root = Path(models_dir)
+    if not root.is_dir():
+        return []
+    names = set()
+    for path in root.glob(".*"):
+        for kind in (".saving-", ".replaced-"):
+            if path.is_dir() and kind in path.name:
+                names.add(path.name[1:path.name.rindex(kind)])
+    return [action for name in sorted(names) if (action := recover_interrupted_saves(root / name))]
 
 
 def _write_sentence_transformers_files(folder: Path, config, pooling: str, max_seq_length: int | None,

@@ -22,6 +22,17 @@ a dev scorer, and runs:
   terms, learning rate, examples/s, peak memory, dev scores) returned as a table;
 * a checkpoint at each evaluation (accelerate state + trainer state + best weights),
   from which an interrupted run resumes when started again with the same settings.
+
+Checkpoints (see :class:`CheckpointStore`) live in ``checkpoint_dir/step-<n>``
+folders that are written complete in a hidden staging folder and published with one
+rename, so a crash at any moment leaves either the new checkpoint or the previous
+one, never a mix. A checkpoint that cannot be read (e.g. an empty
+``trainer_state.json`` after a full disk) is reported with its path and set aside
+(renamed ``*.corrupt-<time>``), and the run resumes from an older one or from
+scratch. Only folders the trainer created (they hold its marker file) are ever
+deleted, and the last checkpoint is kept after training: the run's result is safe
+only once the model is saved, so the model data set removes it then
+(:func:`release_checkpoints`).
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +55,7 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
@@ -49,6 +63,11 @@ logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 BEST_WEIGHTS = "best_encoder.pt"
+ACCELERATE_STATE = "accelerate"
+# The file in every folder the trainer creates under checkpoint_dir: what it may delete.
+CHECKPOINT_MARKER = ".cse_trainer_checkpoint"
+_STEP_FOLDER = re.compile(r"^step-(\d+)$")
+_STAGING_PREFIX = ".staging-step-"
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -209,6 +228,130 @@ def _mixed_precision(config: TrainingConfig) -> str:
     return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
+# --- checkpoints -------------------------------------------------------------------------
+class CorruptCheckpointError(ValueError):
+    """A checkpoint folder that cannot be resumed from (the message says why)."""
+
+
+class CheckpointStore:
+    """The trainer's checkpoints under ``root`` (``checkpoint_dir``).
+
+    Each checkpoint is a folder ``step-<n>`` holding the accelerate state, the best
+    weights and ``trainer_state.json``. It is written in ``.staging-step-<n>`` and
+    renamed to ``step-<n>`` when complete (one rename: a reader sees the whole
+    checkpoint or none of it); older checkpoints are removed after that. Every folder
+    the store creates holds :data:`CHECKPOINT_MARKER`, and only such folders are
+    ever deleted: anything else in ``root`` is the user's.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    @staticmethod
+    def is_ours(folder: Path) -> bool:
+        return folder.is_dir() and (folder / CHECKPOINT_MARKER).is_file()
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """Published checkpoints, oldest first."""
+        if not self.root.is_dir():
+            return []
+        found = [(int(match.group(1)), path) for path in self.root.iterdir()
+                 if (match := _STEP_FOLDER.match(path.name)) and self.is_ours(path)]
+        return sorted(found)
+
+    def clean_interrupted(self) -> None:
+        """Remove staging folders left by a run killed while writing a checkpoint."""
+        if not self.root.is_dir():
+            return
+        for path in sorted(self.root.glob(f"{_STAGING_PREFIX}*")):
+            if self.is_ours(path):
+                logger.warning("%s: removing an incomplete checkpoint left by an interrupted run", path)
+                shutil.rmtree(path)
+
+    @staticmethod
+    def read(folder: Path) -> dict:
+        """The trainer state of a complete checkpoint, or :class:`CorruptCheckpointError`."""
+        state_file = folder / TRAINER_STATE
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CorruptCheckpointError(f"{state_file} is unreadable ({type(err).__name__}: {err})") from None
+        if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+            raise CorruptCheckpointError(f"{state_file} holds no trainer state (no step)")
+        weights = folder / BEST_WEIGHTS
+        if not weights.is_file() or weights.stat().st_size == 0:
+            raise CorruptCheckpointError(f"{weights} is missing or empty")
+        if not (folder / ACCELERATE_STATE).is_dir() or not any((folder / ACCELERATE_STATE).iterdir()):
+            raise CorruptCheckpointError(f"{folder / ACCELERATE_STATE} is missing or empty")
+        return state
+
+    def set_aside(self, folder: Path, reason: str) -> Path:
+        """Rename a bad checkpoint out of the way (never delete it: it is evidence)."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = folder.with_name(f"{folder.name}.corrupt-{stamp}")
+        os.rename(folder, target)
+        logger.warning("corrupt checkpoint %s (%s): set aside as %s, not resumed from", folder, reason, target)
+        return target
+
+    def latest(self) -> tuple[Path, dict] | None:
+        """The newest checkpoint that reads back whole; corrupt newer ones are set aside."""
+        for _, folder in reversed(self.checkpoints()):
+            try:
+                return folder, self.read(folder)
+            except CorruptCheckpointError as err:
+                self.set_aside(folder, str(err))
+        return None
+
+    def staging(self, step: int) -> Path:
+        """A fresh staging folder for the checkpoint of ``step`` (same name on every
+        process of a DDP run), marked as the trainer's."""
+        folder = self.root / f"{_STAGING_PREFIX}{step}"
+        if self.is_ours(folder):
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / CHECKPOINT_MARKER).write_text("written by contrastive_sentence_embeddings' trainer\n")
+        return folder
+
+    def publish(self, staging: Path, step: int) -> Path:
+        """Rename the complete ``staging`` folder to ``step-<step>`` and remove the
+        older checkpoints."""
+        target = self.root / f"step-{step}"
+        if self.is_ours(target):  # a rerun of the same step: replace it, it is ours
+            shutil.rmtree(target)
+        os.rename(staging, target)
+        crash_point("checkpoint:after_publish")
+        for other_step, folder in self.checkpoints():
+            if other_step != step:
+                shutil.rmtree(folder)
+        return target
+
+    def remove_all(self) -> list[Path]:
+        """Delete every checkpoint and staging folder of the trainer (and nothing
+        else); ``root`` itself is removed only when that leaves it empty."""
+        removed = []
+        if not self.root.is_dir():
+            return removed
+        for path in sorted(self.root.iterdir()):
+            if (_STEP_FOLDER.match(path.name) or path.name.startswith(_STAGING_PREFIX)) and self.is_ours(path):
+                shutil.rmtree(path)
+                removed.append(path)
+        if not any(self.root.iterdir()):
+            self.root.rmdir()
+        return removed
+
+
+def release_checkpoints(checkpoint_dir: str | Path | None) -> list[Path]:
+    """Delete the trainer's checkpoints in ``checkpoint_dir`` (only what the trainer
+    wrote there). Call it once the trained model is published: until then the
+    checkpoint is the only copy of the run's result."""
+    if not checkpoint_dir:
+        return []
+    removed = CheckpointStore(checkpoint_dir).remove_all()
+    if removed:
+        logger.info("model published: removed the training checkpoint(s) %s", ", ".join(map(str, removed)))
+    return removed
+
+
 # --- the loop ----------------------------------------------------------------------------
 def train(
     model: ContrastiveModel,
@@ -262,22 +405,33 @@ def train(
 
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
-    checkpoint = Path(config.checkpoint_dir) if config.checkpoint_dir else None
+    store = CheckpointStore(config.checkpoint_dir) if config.checkpoint_dir else None
     if data_fingerprint is None:  # a collate that builds batches from more than the examples knows its data
         data_fingerprint = collate.fingerprint() if hasattr(collate, "fingerprint") else data_digest(examples)
     fingerprint = run_fingerprint(config, data_fingerprint, core)
     state["fingerprint"] = fingerprint
-    if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
-        saved = json.loads((checkpoint / TRAINER_STATE).read_text())
-        if saved.get("fingerprint") != fingerprint:
-            logger.warning("%s holds a checkpoint of a different run (settings, data or method changed); "
-                           "starting from scratch and replacing it", checkpoint)
-            shutil.rmtree(checkpoint)
-    if checkpoint and config.resume and (checkpoint / TRAINER_STATE).is_file():
-        state = json.loads((checkpoint / TRAINER_STATE).read_text())
-        accelerator.load_state(str(checkpoint / "accelerate"))
-        best_state = torch.load(checkpoint / BEST_WEIGHTS, map_location="cpu")
-        logger.info("resumed from %s at step %d (best %s %.2f at step %d)", checkpoint, state["step"],
+    if store is not None and accelerator.is_main_process:
+        store.clean_interrupted()
+        if (store.root / TRAINER_STATE).is_file():
+            logger.warning("%s holds a checkpoint in an older layout; it is not resumed from and left as it is",
+                           store.root)
+    accelerator.wait_for_everyone()
+    resumed = store.latest() if store is not None and config.resume and accelerator.is_main_process else None
+    if resumed is not None and resumed[1].get("fingerprint") != fingerprint:
+        logger.warning("%s holds a checkpoint of a different run (settings, data or method changed); "
+                       "starting from scratch and replacing it", resumed[0])
+        store.remove_all()
+        resumed = None
+    if accelerator.num_processes > 1:  # every process resumes from the checkpoint the main one chose
+        from accelerate.utils import broadcast_object_list
+
+        resumed = broadcast_object_list([resumed])[0]
+    if resumed is not None:
+        folder, state = resumed
+        accelerator.load_state(str(folder / ACCELERATE_STATE))
+        # weights_only: a checkpoint is data, never code to run (and older torch defaults differ).
+        best_state = torch.load(folder / BEST_WEIGHTS, map_location="cpu", weights_only=True)
+        logger.info("resumed from %s at step %d (best %s %.2f at step %d)", folder, state["step"],
                     config.select_by, state["best_scores"].get(config.select_by, float("nan")), state["best_step"])
 
     def evaluate() -> None:
@@ -290,6 +444,10 @@ def train(
         if config.select_by not in scores:
             raise ValueError(f"training.select_by is {config.select_by!r}, but the dev scorer gives "
                              f"{', '.join(scores)}")
+        if not math.isfinite(scores[config.select_by]):
+            # A NaN never compares greater: the run would silently keep the weights of step 0.
+            raise FloatingPointError(f"dev score {config.select_by} is {scores[config.select_by]} at step "
+                                     f"{state['step']}; the kept weights cannot be chosen by it")
         if scores[config.select_by] > state["best_scores"].get(config.select_by, -math.inf):
             state["best_scores"], state["best_step"] = scores, state["step"]
             best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
@@ -298,13 +456,22 @@ def train(
                     state["best_scores"][config.select_by], state["best_step"])
 
     def save_checkpoint() -> None:
-        if checkpoint is None:
+        if store is None:
             return
         accelerator.wait_for_everyone()
-        accelerator.save_state(str(checkpoint / "accelerate"))
+        staging = store.root / f"{_STAGING_PREFIX}{state['step']}"
         if accelerator.is_main_process:
-            torch.save(best_state, checkpoint / BEST_WEIGHTS)
-            (checkpoint / TRAINER_STATE).write_text(json.dumps(state, indent=1))
+            staging = store.staging(state["step"])
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(staging / ACCELERATE_STATE))
+        crash_point("checkpoint:after_accelerate_state")
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            torch.save(best_state, staging / BEST_WEIGHTS)
+            _write_synced(staging / TRAINER_STATE, json.dumps(state, indent=1))
+            crash_point("checkpoint:before_publish")
+            store.publish(staging, state["step"])
+        accelerator.wait_for_everyone()
 
     if state["step"] == 0:
         evaluate()
@@ -366,9 +533,8 @@ def train(
                 break
     progress.close()
     seconds = time.perf_counter() - started
-    if checkpoint is not None and accelerator.is_main_process and checkpoint.exists():
-        # Checkpoints exist for interrupted runs; a finished run's result is the saved model.
-        shutil.rmtree(checkpoint)
+    # The last checkpoint stays until the model is saved (release_checkpoints): a crash
+    # before that would otherwise lose the whole run.
     if dev_scorer is None:
         best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
         state["best_step"] = state["step"]
@@ -386,6 +552,14 @@ def train(
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(config), "num_processes": accelerator.num_processes,
                            "peak_memory_gib": round(peak, 3), "examples_seen": int(state["examples"])})
+
+
+def _write_synced(path: Path, text: str) -> None:
+    """Write ``text`` and flush it to disk before the checkpoint is published."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

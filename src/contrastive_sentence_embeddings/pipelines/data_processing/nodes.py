@@ -130,7 +130,8 @@ def build_long_documents(
         documents["text"].tolist(), tokenizer, params.get("tokenize_batch_size", 64)
     )
     documents["n_tokens"] = documents["input_ids"].map(len)
-    kept = docs.keep_long_documents(documents, params["min_doc_tokens"], report)
+    kept = docs.keep_long_documents(documents, params["min_doc_tokens"], report, tokenizer.unk_token_id,
+                                    params["max_unk_fraction"])
     report.rows_out = len(kept)
     report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
     report.extra["encoder"] = encoder
@@ -157,8 +158,6 @@ def sample_declutr_spans(
 
 
 _STSB_FILE = re.compile(r"(?:^|/)sts-(\w+)\.csv$")
-_SENTEVAL_NLI_FILE = re.compile(r"^(?:(.*)/)?s1\.(\w+)$")
-_HUB_NLI_FILE = re.compile(r"^(?:(.*)/)?(\w+)\.parquet$")
 
 
 def extract_stsb_pairs(
@@ -194,27 +193,7 @@ def extract_nli_pairs(
     Parquet files (``<corpus>/<split>.parquet``); ``splits: null`` takes every split."""
     params = asdict(parse_strict(NliPairsConfig, params, "data_processing.nli_pairs"))
     report = StepReport("nli_pairs")
-    wanted = params.get("splits")
-    tables = []
-    for pid, load in sorted(raw_nli.items()):
-        if match := _SENTEVAL_NLI_FILE.match(pid):
-            corpus, split = match.group(1), match.group(2)
-            if wanted is not None and split not in wanted:
-                continue
-            prefix = f"{corpus}/" if corpus else ""
-            try:
-                hypotheses, labels = raw_nli[f"{prefix}s2.{split}"], raw_nli[f"{prefix}labels.{split}"]
-            except KeyError as err:
-                raise FileNotFoundError(
-                    f"{load().label}: no matching {err.args[0]} beside it in raw_nli"
-                ) from None
-            tables.append(pairs.read_nli_senteval(load(), hypotheses(), labels(), f"{corpus}/{split}", report, on_bad_input))
-        elif match := _HUB_NLI_FILE.match(pid):
-            corpus, split = match.group(1), match.group(2)
-            if wanted is None or split in wanted:
-                tables.append(pairs.read_nli_hub(load(), f"{corpus}/{split}", report, on_bad_input))
-    if not tables:
-        raise FileNotFoundError(f"no NLI files of splits {wanted} in raw_nli (found {sorted(raw_nli)})")
+    tables = pairs.read_nli_partitions(raw_nli, params.get("splits"), report, on_bad_input)
     entailment = pairs.entailment_pairs(tables, report)
     report.log(logger)
     return entailment, {report.step: report.to_dict()}

@@ -93,7 +93,7 @@ class LongDocumentsConfig:
     inputs: list = field(default_factory=lambda: ["openwebtext"])
     min_doc_tokens: int = 2048
     tokenize_batch_size: int = 64
-    max_unk_fraction: float | None = 0.1
+    max_unk_fraction: float | None = 0.5
 
     def __post_init__(self) -> None:
         if self.max_unk_fraction is not None and not 0.0 <= self.max_unk_fraction <= 1.0:

@@ -118,7 +118,7 @@ def test_the_long_documents_block_is_parsed_strictly():
         return parse_strict(LongDocumentsConfig, params, "data_processing.long_documents")
 
     config = parse({"inputs": ["wikitext"], "min_doc_tokens": 1024, "tokenize_batch_size": 64})
-    assert config.max_unk_fraction == 0.1 and config.inputs == ["wikitext"]
+    assert config.max_unk_fraction == 0.5 and config.inputs == ["wikitext"]
     with pytest.raises(ValueError, match="data_processing.long_documents.max_unk_fractoin"):
         parse({"max_unk_fractoin": 0.2})
     with pytest.raises(ValueError, match="max_unk_fraction must be in"):

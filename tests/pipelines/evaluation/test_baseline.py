@@ -55,22 +55,22 @@ def test_leaderboard_has_a_row_per_metrics_file(project):
 
 
 def test_evaluation_pipeline_scores_trained_models_with_transfer(project, tiny_bert_dir):
-    """A model where the catalog keeps simcse's (data/06_models/simcse), scored by its
-    transfer instance, ``transfer.simcse``, beside the baseline's transfer node."""
-    model_dir = project.root / "data/06_models/simcse"
+    """A model where the catalog keeps scd's (data/06_models/scd), scored by its
+    transfer instance, ``transfer.scd``, beside the baseline's transfer node."""
+    model_dir = project.root / "data/06_models/scd"
     shutil.copytree(tiny_bert_dir, model_dir)
     (model_dir / METADATA_FILE).write_text(json.dumps(
-        {"name": "simcse", "method": "simcse", "base_encoder": "tiny", "pooling": "cls_before_pooler", "seed": 7}))
-    project.run(["evaluation"], node_names=["transfer.simcse.evaluate", "baseline.transfer"])
+        {"name": "scd", "method": "scd", "base_encoder": "tiny", "pooling": "cls_before_pooler", "seed": 7}))
+    project.run(["evaluation"], node_names=["transfer.scd.evaluate", "baseline.transfer"])
     project.run(["leaderboard"])
     metrics = read_metrics(project.root, "metrics_full")
-    assert set(metrics) == {"simcse", "baseline-mean"}
-    assert metrics["simcse"]["model"]["seed"] == 7
-    assert metrics["simcse"]["model"]["path"] == "data/06_models/simcse"  # relative to the project root
-    for name in ("simcse", "baseline-mean"):
+    assert set(metrics) == {"scd", "baseline-mean"}
+    assert metrics["scd"]["model"]["seed"] == 7
+    assert metrics["scd"]["model"]["path"] == "data/06_models/scd"  # relative to the project root
+    for name in ("scd", "baseline-mean"):
         assert {"TREC", "MRPC", "MRPC_f1", "sts_avg"} <= set(metrics[name]), name
     assert "TREC" not in read_metrics(project.root)["baseline-mean"]  # the STS-only file is untouched
     table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv").set_index("model")
-    assert len(table) == 6 and table.loc["simcse", "method"] == "simcse"
+    assert len(table) == 6 and table.loc["scd", "method"] == "scd"
     assert table["TREC"].notna().sum() == 2  # the re-scored baseline-mean row gained its transfer columns
-    assert table.loc["simcse", "TREC"] == pytest.approx(metrics["simcse"]["TREC"], abs=1e-4)
+    assert table.loc["scd", "TREC"] == pytest.approx(metrics["scd"]["TREC"], abs=1e-4)

@@ -171,13 +171,29 @@ class DataProcessingConfig:
 
 @dataclass(frozen=True)
 class RawDataConfig:
+    """``raw_data``: where each raw source comes from. ``mode`` for every source, and
+    ``source_modes`` for the sources that must come from elsewhere: at paper scale the
+    training data come from the Hub, but the transfer tasks have no Hub copy and the
+    Hub's STS is STS-B alone, so those two still come from the mirror."""
+
     mode: str = "auto"
     mirror_dir: str | None = None
     hub: dict = field(default_factory=dict)
+    source_modes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("auto", "mirror", "hub"):
-            raise ValueError(f"mode must be auto, mirror or hub, got {self.mode!r}")
+        from contrastive_sentence_embeddings.data.raw_sources import MODES, RAW_SOURCES
+
+        for where, mode in [("mode", self.mode), *((f"source_modes.{k}", v) for k, v in self.source_modes.items())]:
+            if mode not in MODES:
+                raise ValueError(f"{where} must be auto, mirror or hub, got {mode!r}")
+        unknown = sorted(set(self.source_modes) - set(RAW_SOURCES))
+        if unknown:
+            raise ValueError(f"source_modes names unknown raw source(s) {', '.join(unknown)}; "
+                             f"the sources are {', '.join(RAW_SOURCES)}")
+
+    def mode_for(self, source: str) -> str:
+        return self.source_modes.get(source, self.mode)
 
 
 # --- evaluation -------------------------------------------------------------------------

@@ -53,3 +53,32 @@ def test_ingestion_without_mirror_or_network_fails_with_the_clear_error(tmp_path
 def test_a_missing_raw_file_tells_how_to_bring_it_in(tmp_path):
     with pytest.raises(DatasetError, match="kedro run --pipeline=raw_data"):
         RawFileDataset(str(tmp_path / "nothing.txt")).load()
+
+
+def test_a_source_mode_overrides_the_mode_for_that_source_only(tmp_path, monkeypatch):
+    """conf/paper's shape: everything from the Hub except the sources named mirror."""
+    import contrastive_sentence_embeddings.data.raw_sources as raw_sources
+
+    (tmp_path / "mirror" / "transfer").mkdir(parents=True)
+    (tmp_path / "mirror" / "transfer" / "MR.txt").write_text("a fine film\n")
+    (tmp_path / "mirror" / "wiki").mkdir()
+    (tmp_path / "mirror" / "wiki" / "head.txt").write_text("a mirror sentence\n")
+    asked = []
+    monkeypatch.setitem(raw_sources.RAW_SOURCES, "wiki", raw_sources.RawSource(
+        "wiki", "wiki", "Wikipedia sentences", lambda dest, options: asked.append(dest)))
+    params = {"mirror_dir": str(tmp_path / "mirror"), "mode": "hub", "source_modes": {"transfer": "mirror"}}
+
+    assert sorted(make_ingest("transfer")(params)) == ["MR.txt"]
+    make_ingest("wiki")(params)
+    assert len(asked) == 1  # hub for wiki although the mirror has it: only transfer is switched
+
+
+@pytest.mark.parametrize("source_modes, message", [
+    ({"transfers": "mirror"}, "unknown raw source"),
+    ({"sts": "offline"}, "source_modes.sts must be auto, mirror or hub"),
+])
+def test_a_wrong_source_mode_is_a_parameter_error(source_modes, message):
+    from contrastive_sentence_embeddings.config import ParameterError, RawDataConfig, parse_strict
+
+    with pytest.raises(ParameterError, match=message):
+        parse_strict(RawDataConfig, {"mode": "hub", "source_modes": source_modes}, "raw_data")

@@ -19,7 +19,7 @@ def make_ingest(source: str) -> Callable[[dict[str, Any]], dict[str, RawFile]]:
         return materialise_raw_source(
             source,
             mirror_dir=config.mirror_dir,
-            mode=config.mode,
+            mode=config.mode_for(source),
             hub_options=(config.hub or {}).get(source),
         )
 

@@ -36,10 +36,13 @@ class ScratchProject:
         self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
         bootstrap_project(root)
 
-    def run(self, pipelines: list[str], **kwargs):
+    def run(self, pipelines: list[str], env: str | None = None, runtime_params: dict | None = None, **kwargs):
+        """``kedro run --pipelines=... [--env <env>] [--params ...]``: ``runtime_params``
+        are merged into the parameters as ``--params`` merges them (conf/local is not
+        read under another ``env``, as with ``kedro run --env``)."""
         from kedro.framework.session import KedroSession
 
-        with KedroSession.create(project_path=self.root) as session:
+        with KedroSession.create(project_path=self.root, env=env, runtime_params=runtime_params) as session:
             return session.run(pipeline_names=pipelines, **kwargs)
 
     def close(self) -> None:

@@ -142,13 +142,33 @@ def _fetch_from_hub(
 
 
 # --- Hub fetchers: each writes the mirror layout of its source into ``dest`` ---------
+# The default Hub repositories of each source (``raw_data.hub.<source>`` may name others).
+WIKI_REPO = "princeton-nlp/datasets-for-simcse"
+WIKITEXT_REPO = "Salesforce/wikitext"
+OPENWEBTEXT_REPO = "Skylion007/openwebtext"
+STSB_REPO = "mteb/stsbenchmark-sts"
+NLI_REPOS = {"snli": "stanfordnlp/snli", "multinli": "nyu-mll/multi_nli"}
+
+
+def hub_dataset_ids(source: str, options: dict[str, Any] | None = None) -> list[str]:
+    """The Hub data sets a raw source stands for (what its fetcher downloads, with the
+    ``raw_data.hub.<source>`` options applied), whichever way the files arrived: the
+    offline mirror holds samples of the same data. Empty for a source with no Hub
+    counterpart (the SentEval transfer tasks)."""
+    options = options or {}
+    if source == "nli":
+        return list(options.get("repo_ids", NLI_REPOS).values())
+    if source == "sts":
+        return [options.get("stsb_repo_id", STSB_REPO)]
+    default = {"wiki": WIKI_REPO, "longdocs": WIKITEXT_REPO, "openwebtext": OPENWEBTEXT_REPO}.get(source)
+    return [options.get("repo_id", default)] if default else []
 
 
 def _fetch_wiki(dest: Path, options: dict[str, Any]) -> None:
     from huggingface_hub import hf_hub_download
 
     path = hf_hub_download(
-        repo_id=options.get("repo_id", "princeton-nlp/datasets-for-simcse"),
+        repo_id=options.get("repo_id", WIKI_REPO),
         filename=options.get("filename", "wiki1m_for_simcse.txt"),
         repo_type="dataset",
     )
@@ -158,7 +178,7 @@ def _fetch_wiki(dest: Path, options: dict[str, Any]) -> None:
 def _fetch_longdocs(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
-    repo = options.get("repo_id", "Salesforce/wikitext")
+    repo = options.get("repo_id", WIKITEXT_REPO)
     config = options.get("config", "wikitext-2-v1")
     for split, short in (("validation", "valid"), ("test", "test")):
         rows = load_dataset(repo, config, split=split)
@@ -169,7 +189,7 @@ def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
     rows = load_dataset(
-        options.get("repo_id", "Skylion007/openwebtext"), split="train", streaming=True
+        options.get("repo_id", OPENWEBTEXT_REPO), split="train", streaming=True
     )
     documents = _until_limit((row["text"] for row in rows), options.get("max_documents"))
     write_lines(dest / "train.txt", (one_line(doc) for doc in documents))
@@ -178,7 +198,7 @@ def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
 def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
-    repo = options.get("stsb_repo_id", "mteb/stsbenchmark-sts")
+    repo = options.get("stsb_repo_id", STSB_REPO)
     for split, short in (("train", "train"), ("validation", "dev"), ("test", "test")):
         rows = load_dataset(repo, split=split)
         write_stsb_senteval_layout(
@@ -193,9 +213,7 @@ def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
 def _fetch_nli(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
-    repos = options.get(
-        "repo_ids", {"snli": "stanfordnlp/snli", "multinli": "nyu-mll/multi_nli"}
-    )
+    repos = options.get("repo_ids", NLI_REPOS)
     for name, repo in repos.items():
         for split, rows in load_dataset(repo).items():
             frame = rows.to_pandas()[["premise", "hypothesis", "label"]]

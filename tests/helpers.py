@@ -72,3 +72,44 @@ def assert_loads_like_sentence_transformers(path, sentences=("a man is playing a
     theirs = SentenceTransformer(str(path), device="cpu").encode(list(sentences))
     np.testing.assert_allclose(ours.encode(list(sentences)), theirs, rtol=0, atol=1e-5)
     return ours
+
+
+def assert_card_states_the_metrics(card_text: str, metrics: dict) -> dict:
+    """The model card's numbers are the metrics file's: every ``model-index`` value
+    equals the metrics value of its task (to the last digit), the STS table shows the
+    same values (to its two decimals) and the pairs each task was scored on. Returns
+    the card's front matter."""
+    import re
+
+    from contrastive_sentence_embeddings.model_card import STS_BENCHMARKS, split_front_matter
+
+    matter, body = split_front_matter(card_text)
+    key_of = {name: key for key, name, _ in STS_BENCHMARKS}
+    hub_of = {key: hub for key, _, hub in STS_BENCHMARKS}
+    [index] = matter["model-index"]
+    assert index["name"] == metrics["model"]["name"]
+    scored = {}
+    for result in index["results"]:
+        assert result["task"]["type"] == "semantic-similarity"
+        key = key_of[result["dataset"]["name"]]
+        assert result["dataset"]["type"] == hub_of[key]
+        [metric] = result["metrics"]
+        assert metric["type"] == "spearman_cosine"
+        scored[key] = metric["value"]
+    expected_tasks = [key for key, _, _ in STS_BENCHMARKS if key in metrics]
+    assert scored == {key: metrics[key] for key in expected_tasks}
+
+    table = body.split("## Evaluation", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"-?\d+\.\d\d", cells[1]):
+            rows[cells[0]] = cells
+    pairs = metrics["evaluation_report"]["pairs"]
+    for key in expected_tasks:
+        name = next(name for k, name, _ in STS_BENCHMARKS if k == key)
+        assert rows[name][1] == f"{metrics[key]:.2f}", (name, rows[name])
+        assert rows[name][-1].split(" ")[0] == f"{pairs[key]:,}", (name, rows[name])
+    assert rows["average (sts_avg)"][1] == f"{metrics['sts_avg']:.2f}"
+    assert len(rows) == len(expected_tasks) + 1  # no row the metrics do not have
+    return matter

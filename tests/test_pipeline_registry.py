@@ -12,7 +12,7 @@ import yaml
 
 from contrastive_sentence_embeddings.config import ParameterError, method_configs
 from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, user_pipelines
-from tests.helpers import PROJECT_ROOT, ScratchProject, base_parameters
+from tests.helpers import PROJECT_ROOT, ScratchProject, assert_card_states_the_metrics, base_parameters
 
 RAW = {f"ingest_{source}" for source in ("wiki", "longdocs", "openwebtext", "sts", "nli", "transfer")}
 SENTENCE_STEPS = {"ingest_wiki", "ingest_longdocs", "collect_sentence_candidates", "sample_sentences"}
@@ -34,9 +34,10 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
     for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
-            f"{method}.train", f"{method}.evaluate", "build_leaderboard"}
-    # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file.
-    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
+            f"{method}.train", f"{method}.evaluate", f"{method}.model_card", "build_leaderboard"}
+    # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file; each run has its card.
+    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44")
+              for step in ("train", "evaluate", "model_card")}
     summary = {"aggregate_metrics", "aggregate_curves"}
     assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | SCORING_INPUTS | {"build_leaderboard"} | {
         f"simcse.{node}" for node in seeded | summary}
@@ -44,10 +45,11 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
         "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary}
     assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
-        "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate", "build_leaderboard"}
+        "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
+        "clsr_stsb.model_card", "build_leaderboard"}
     assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
         "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
-        "build_leaderboard"}
+        "clsr_nli.model_card", "build_leaderboard"}
 
 
 def test_the_other_user_pipelines(shipped):
@@ -86,7 +88,11 @@ def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
         for index, run in enumerate(runs):
             readers = {node.name for node in default.nodes if f"{run}.model" in node.inputs}
             # The transfer tasks score the method's model, or its first seed's.
-            assert readers == {f"{run}.evaluate"} | ({f"transfer.{method}.evaluate"} if index == 0 else set())
+            assert readers == {f"{run}.evaluate", f"{run}.model_card"} | (
+                {f"transfer.{method}.evaluate"} if index == 0 else set())
+            # The card quotes the run's own metrics, so it is written after they are.
+            card = next(node for node in default.nodes if node.name == f"{run}.model_card")
+            assert f"{run}.metrics" in card.inputs and card.outputs == [f"{run}.model_card"]
     leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
     assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
 
@@ -102,6 +108,18 @@ def test_methods_read_their_family_inputs_and_their_own_block(shipped):
     embed = {node.name: node for node in graph.nodes if node.name.endswith(".embed_pairs")}
     assert "nli_pairs" in embed["clsr_nli.embed_pairs"].inputs and "stsb_pairs" in embed["clsr_stsb.embed_pairs"].inputs
     assert train["clsr_nli.train"].outputs == ["clsr_nli.model", "clsr_nli.training_curve"]
+
+
+def test_each_card_reads_the_data_reports_of_the_steps_that_fed_its_training(shipped):
+    _, _, pipelines = shipped
+    cards = {node.name: node for node in pipelines["__default__"].nodes if node.name.endswith(".model_card")}
+    reports = {name: {i for i in node.inputs if i.startswith("report_")} for name, node in cards.items()}
+    assert reports["scd.model_card"] == {"report_sentence_candidates", "report_wiki_sentences"}
+    assert reports["declutr.seed43.model_card"] == {"report_long_documents", "report_declutr_spans"}
+    assert reports["clsr_stsb.model_card"] == {"report_stsb_pairs"}
+    assert reports["clsr_nli.model_card"] == {"report_nli_pairs"}
+    # The transfer instances score a model a second time: they write no card.
+    assert not any(name.startswith("transfer.") for name in cards)
 
 
 def test_the_methods_list_is_checked(shipped):
@@ -139,7 +157,10 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
             runs[seed] = json.loads((tmp_path / f"data/08_reporting/metrics/simcse_t01.seed{seed}.json").read_text())
             assert runs[seed]["training"]["examples_seen"] == 32
             assert (tmp_path / f"data/07_model_output/sts_pairs/simcse_t01.seed{seed}.npz").is_file()
+            # Each seed's folder has its own card, with its own run's scores.
+            assert_card_states_the_metrics((folder / "README.md").read_text(encoding="utf-8"), runs[seed])
         assert runs[1]["sts_avg"] != runs[2]["sts_avg"]  # two seeds, two different models
+        assert not (tmp_path / "data/06_models/simcse_t01/README.md").exists()  # the summary is not a model
         summary = json.loads((tmp_path / "data/08_reporting/metrics/simcse_t01.json").read_text())
         assert summary["model"]["name"] == "simcse_t01" and summary["model"]["seeds"] == [1, 2]
         assert summary["n_seeds"] == 2

@@ -3,12 +3,15 @@
 The graph is built once (:func:`build_graph`) from the ``methods`` list of the
 parameters: raw-data ingestion, data preparation, the baseline, and for every listed
 method one namespaced instance of its data family's training pipeline followed by the
-shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), plus a
-``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer tasks.
+shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``) and the
+model card written into the model's folder once it is scored (``<method>.model_card``),
+plus a ``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer
+tasks.
 Everything a user runs is cut from that graph, never restated:
 
-* ``<method>``: what the graph needs for ``<method>.metrics`` and its training curve
-  (``to_outputs``: only the data steps that method reads) and the leaderboard;
+* ``<method>``: what the graph needs for ``<method>.metrics``, its training curve and
+  its runs' model cards (``to_outputs``: only the data steps that method reads) and
+  the leaderboard;
 * ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
   models already trained, and the leaderboard;
@@ -27,6 +30,7 @@ Adding a method is a parameter block (``conf/base/parameters_<name>.yml`` with i
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -45,25 +49,39 @@ TRANSFER_NAMESPACE = "transfer"
 warnings.filterwarnings("ignore", message="One or more dataset names contain '.'", category=UserWarning)
 
 
+def data_reports(config: MethodConfig) -> list[str]:
+    """The ``report_<step>`` outputs of the data steps that prepare what ``config``'s
+    training reads (none for a data set that no step of the graph writes)."""
+    steps = data_processing.create_pipeline()
+    prepared = [name for name in config.inputs().values() if name in steps.all_outputs()]
+    if not prepared:
+        return []
+    return sorted(output for output in steps.to_outputs(*prepared).all_outputs() if output.startswith("report_"))
+
+
 def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
-    """``name``'s training (its family's template) and scoring, under namespace
-    ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``. With
+    """``name``'s training (its family's template), scoring and model card, under
+    namespace ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``,
+    ``<name>.model_card``. With
     ``seeds``, one such run per seed under ``<name>.seed<k>`` (reading the block
     ``params:<name>.seed<k>``, see ``hooks.SeedRunsHook``), and ``<name>.aggregate``
     summarising them into ``<name>.metrics`` (mean and standard deviation over seeds)
     and ``<name>.training_curve`` (every seed's curve)."""
     runs = config.run_names(name)
+    reports = data_reports(config)
     pipeline = Pipeline([])
     for run in runs:
-        template = training.create_pipeline(config.family) + evaluation.create_pipeline()
+        template = (training.create_pipeline(config.family) + evaluation.create_pipeline()
+                    + evaluation.model_card_pipeline(reports))
         pipeline += Pipeline(
             template,
             namespace=run,
             inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
                                           | evaluation.pipeline.SHARED_INPUTS
-                                          if shared in template.inputs()}},
+                                          if shared in template.inputs()}, **{report: report for report in reports}},
             parameters={"params:block": f"params:{run}", "params:encoder": "params:encoder",
-                        "params:evaluation": "params:evaluation"},
+                        "params:evaluation": "params:evaluation", "params:data_processing": "params:data_processing",
+                        "params:raw_data": "params:raw_data"},
             tags=["method", config.kind, config.family],
         )
     if config.seeds:
@@ -126,7 +144,9 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
         "leaderboard": leaderboard.create_pipeline(),
     }
     for name in methods:
-        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve"),
+        cards = sorted(output for output in graph.all_outputs()
+                       if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.model_card", output))
+        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *cards),
                                            [f"{name}.metrics"])
     transfer = transfer_outputs(methods) + ["baseline_transfer_metrics"]
     transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes(

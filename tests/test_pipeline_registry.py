@@ -34,22 +34,25 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
     for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
-            f"{method}.train", f"{method}.evaluate", f"{method}.model_card", "build_leaderboard"}
+            f"{method}.train", f"{method}.evaluate", f"card.{method}.model_card", "build_leaderboard"}
     # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file; each run has its card.
-    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44")
-              for step in ("train", "evaluate", "model_card")}
+    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
     summary = {"aggregate_metrics", "aggregate_curves"}
+
+    def cards(method):
+        return {f"card.{method}.{run}.model_card" for run in ("seed42", "seed43", "seed44")}
+
     assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | SCORING_INPUTS | {"build_leaderboard"} | {
-        f"simcse.{node}" for node in seeded | summary}
+        f"simcse.{node}" for node in seeded | summary} | cards("simcse")
     assert node_names(pipelines["declutr"]) == SCORING_INPUTS | {
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary}
+        "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary} | cards("declutr")
     assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
         "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
-        "clsr_stsb.model_card", "build_leaderboard"}
+        "card.clsr_stsb.model_card", "build_leaderboard"}
     assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
         "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
-        "clsr_nli.model_card", "build_leaderboard"}
+        "card.clsr_nli.model_card", "build_leaderboard"}
 
 
 def test_the_other_user_pipelines(shipped):
@@ -88,10 +91,10 @@ def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
         for index, run in enumerate(runs):
             readers = {node.name for node in default.nodes if f"{run}.model" in node.inputs}
             # The transfer tasks score the method's model, or its first seed's.
-            assert readers == {f"{run}.evaluate", f"{run}.model_card"} | (
+            assert readers == {f"{run}.evaluate", f"card.{run}.model_card"} | (
                 {f"transfer.{method}.evaluate"} if index == 0 else set())
             # The card quotes the run's own metrics, so it is written after they are.
-            card = next(node for node in default.nodes if node.name == f"{run}.model_card")
+            card = next(node for node in default.nodes if node.name == f"card.{run}.model_card")
             assert f"{run}.metrics" in card.inputs and card.outputs == [f"{run}.model_card"]
     leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
     assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
@@ -114,12 +117,13 @@ def test_each_card_reads_the_data_reports_of_the_steps_that_fed_its_training(shi
     _, _, pipelines = shipped
     cards = {node.name: node for node in pipelines["__default__"].nodes if node.name.endswith(".model_card")}
     reports = {name: {i for i in node.inputs if i.startswith("report_")} for name, node in cards.items()}
-    assert reports["scd.model_card"] == {"report_sentence_candidates", "report_wiki_sentences"}
-    assert reports["declutr.seed43.model_card"] == {"report_long_documents", "report_declutr_spans"}
-    assert reports["clsr_stsb.model_card"] == {"report_stsb_pairs"}
-    assert reports["clsr_nli.model_card"] == {"report_nli_pairs"}
-    # The transfer instances score a model a second time: they write no card.
-    assert not any(name.startswith("transfer.") for name in cards)
+    assert reports["card.scd.model_card"] == {"report_sentence_candidates", "report_wiki_sentences"}
+    assert reports["card.declutr.seed43.model_card"] == {"report_long_documents", "report_declutr_spans"}
+    assert reports["card.clsr_stsb.model_card"] == {"report_stsb_pairs"}
+    assert reports["card.clsr_nli.model_card"] == {"report_nli_pairs"}
+    # One card per trained run; the transfer instances score a model a second time and write none.
+    assert set(cards) == {f"card.{run}.model_card" for method, config in shipped[1].items()
+                          for run in config.run_names(method)}
 
 
 def test_the_methods_list_is_checked(shipped):

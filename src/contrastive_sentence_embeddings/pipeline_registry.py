@@ -3,10 +3,10 @@
 The graph is built once (:func:`build_graph`) from the ``methods`` list of the
 parameters: raw-data ingestion, data preparation, the baseline, and for every listed
 method one namespaced instance of its data family's training pipeline followed by the
-shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``) and the
-model card written into the model's folder once it is scored (``<method>.model_card``),
-plus a ``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer
-tasks.
+shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), a
+``card.<method>`` instance of the model card, written into the model's folder once it
+is scored (``<method>.model_card``), and a ``transfer.<method>`` instance of
+``evaluate`` that adds the SentEval transfer tasks.
 Everything a user runs is cut from that graph, never restated:
 
 * ``<method>``: what the graph needs for ``<method>.metrics``, its training curve and
@@ -19,8 +19,9 @@ Everything a user runs is cut from that graph, never restated:
 * ``__default__``: the whole graph; every evaluation reads the model data set it scores,
   so Kedro orders it after that model's training.
 
-``kedro run --namespaces=simcse`` runs one method's nodes on prepared data (what DVC's
-stage template does); ``--namespaces=transfer.simcse`` its transfer evaluation.
+``kedro run --namespaces=simcse,card.simcse`` runs one method's nodes and its model
+cards on prepared data (what DVC's stage template does); ``--namespaces=transfer.simcse``
+its transfer evaluation.
 
 Adding a method is a parameter block (``conf/base/parameters_<name>.yml`` with its
 ``kind``) and its name in ``methods`` (``conf/base/parameters.yml``); see
@@ -42,6 +43,10 @@ from contrastive_sentence_embeddings.pipelines import data_processing, evaluatio
 from contrastive_sentence_embeddings.pipelines.data_processing.pipeline import PREPARED
 
 TRANSFER_NAMESPACE = "transfer"
+# The model cards have their own namespace: inside the method's, the method's
+# namespace would read the data reports (reporting) and write per-pair predictions
+# (model_output) and models, a cycle among kedro-viz's layers that switches them off.
+CARD_NAMESPACE = "card"
 
 # The leaderboard and the transfer instances read a method's data sets (simcse.metrics,
 # simcse.model) from outside its namespace on purpose; Kedro warns about the dot in
@@ -60,28 +65,24 @@ def data_reports(config: MethodConfig) -> list[str]:
 
 
 def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
-    """``name``'s training (its family's template), scoring and model card, under
-    namespace ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``,
-    ``<name>.model_card``. With
+    """``name``'s training (its family's template) and scoring, under namespace
+    ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``. With
     ``seeds``, one such run per seed under ``<name>.seed<k>`` (reading the block
     ``params:<name>.seed<k>``, see ``hooks.SeedRunsHook``), and ``<name>.aggregate``
     summarising them into ``<name>.metrics`` (mean and standard deviation over seeds)
     and ``<name>.training_curve`` (every seed's curve)."""
     runs = config.run_names(name)
-    reports = data_reports(config)
     pipeline = Pipeline([])
     for run in runs:
-        template = (training.create_pipeline(config.family) + evaluation.create_pipeline()
-                    + evaluation.model_card_pipeline(reports))
+        template = training.create_pipeline(config.family) + evaluation.create_pipeline()
         pipeline += Pipeline(
             template,
             namespace=run,
             inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
                                           | evaluation.pipeline.SHARED_INPUTS
-                                          if shared in template.inputs()}, **{report: report for report in reports}},
+                                          if shared in template.inputs()}},
             parameters={"params:block": f"params:{run}", "params:encoder": "params:encoder",
-                        "params:evaluation": "params:evaluation", "params:data_processing": "params:data_processing",
-                        "params:raw_data": "params:raw_data"},
+                        "params:evaluation": "params:evaluation"},
             tags=["method", config.kind, config.family],
         )
     if config.seeds:
@@ -90,6 +91,24 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
             namespace=name,
             inputs={f"metrics_{i}": f"{run}.metrics" for i, run in enumerate(runs)}
             | {f"training_curve_{i}": f"{run}.training_curve" for i, run in enumerate(runs)},
+            tags=["method", config.kind, config.family],
+        )
+    return pipeline
+
+
+def card_pipeline(name: str, config: MethodConfig) -> Pipeline:
+    """The model card of each of ``name``'s runs, under namespace ``card.<run>``:
+    ``<run>.model`` and ``<run>.metrics`` and the reports of the data steps that fed
+    the training -> ``<run>.model_card`` (README.md in the model's folder)."""
+    reports = data_reports(config)
+    pipeline = Pipeline([])
+    for run in config.run_names(name):
+        pipeline += Pipeline(
+            evaluation.model_card_pipeline(reports),
+            namespace=f"{CARD_NAMESPACE}.{run}",
+            inputs={"model": f"{run}.model", "metrics": f"{run}.metrics", **{report: report for report in reports}},
+            outputs={"model_card": f"{run}.model_card"},
+            parameters={"params:data_processing": "params:data_processing", "params:raw_data": "params:raw_data"},
             tags=["method", config.kind, config.family],
         )
     return pipeline
@@ -117,7 +136,7 @@ def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():
-        graph += method_pipeline(name, config) + transfer_pipeline(name, config)
+        graph += method_pipeline(name, config) + card_pipeline(name, config) + transfer_pipeline(name, config)
     return graph
 
 

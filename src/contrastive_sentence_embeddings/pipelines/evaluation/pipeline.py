@@ -4,8 +4,9 @@ registry under each method's namespace (STS, alignment/uniformity) and under
 
     model, raw_sts, raw_transfer -> evaluate -> metrics, sts_pairs (per-pair predictions)
 
-A trained method's runs (not the transfer instances, which score a model a second
-time) add :func:`model_card_pipeline`::
+Each trained run also gets a model card, :func:`model_card_pipeline`, instantiated by
+the registry under ``card.<run>`` (the transfer instances, which score a model a
+second time, get none)::
 
     model, metrics, report_<step>... -> model_card -> model_card (README.md in the model's folder)
 

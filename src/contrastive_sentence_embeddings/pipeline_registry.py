@@ -54,14 +54,12 @@ CARD_NAMESPACE = "card"
 warnings.filterwarnings("ignore", message="One or more dataset names contain '.'", category=UserWarning)
 
 
-def data_reports(config: MethodConfig) -> list[str]:
-    """The ``report_<step>`` outputs of the data steps that prepare what ``config``'s
-    training reads (none for a data set that no step of the graph writes)."""
-    steps = data_processing.create_pipeline()
-    prepared = [name for name in config.inputs().values() if name in steps.all_outputs()]
-    if not prepared:
-        return []
-    return sorted(output for output in steps.to_outputs(*prepared).all_outputs() if output.startswith("report_"))
+def data_reports(graph: Pipeline, run: str) -> list[str]:
+    """The ``report_<step>`` outputs of the nodes ``graph`` runs before ``<run>.train``:
+    the data steps that prepared what the run trains on (none for data that no node
+    of the graph writes). Read from the graph, so any step that reports is found."""
+    upstream = graph.to_nodes(f"{run}.train")
+    return sorted(output for output in upstream.all_outputs() if output.startswith("report_"))
 
 
 def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
@@ -96,13 +94,13 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
     return pipeline
 
 
-def card_pipeline(name: str, config: MethodConfig) -> Pipeline:
+def card_pipeline(name: str, config: MethodConfig, graph: Pipeline) -> Pipeline:
     """The model card of each of ``name``'s runs, under namespace ``card.<run>``:
     ``<run>.model`` and ``<run>.metrics`` and the reports of the data steps that fed
-    the training -> ``<run>.model_card`` (README.md in the model's folder)."""
-    reports = data_reports(config)
+    the training in ``graph`` -> ``<run>.model_card`` (README.md in the model's folder)."""
     pipeline = Pipeline([])
     for run in config.run_names(name):
+        reports = data_reports(graph, run)
         pipeline += Pipeline(
             evaluation.model_card_pipeline(reports),
             namespace=f"{CARD_NAMESPACE}.{run}",
@@ -136,7 +134,9 @@ def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():
-        graph += method_pipeline(name, config) + card_pipeline(name, config) + transfer_pipeline(name, config)
+        graph += method_pipeline(name, config) + transfer_pipeline(name, config)
+    for name, config in methods.items():  # the cards read what the graph prepared for each run
+        graph += card_pipeline(name, config, graph)
     return graph
 
 

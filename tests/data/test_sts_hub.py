@@ -190,3 +190,15 @@ def test_a_broken_provenance_file_is_an_error_naming_it(write_file, partitions):
     with pytest.raises(BadInputError, match=f"{sts_hub.PROVENANCE_FILE}: not a JSON provenance record"):
         sts.read_sts_provenance(partitions({sts_hub.PROVENANCE_FILE: raw}))
     assert sts.read_sts_provenance({}) == {"source": "mirror"}
+
+
+def test_model_selection_on_hub_data_has_stsb_dev_only(converted, tiny_bert_dir, mirror_dir, tmp_path):
+    stage, _, _ = converted
+    scorer = sts.DevScorer(folder_partitions(stage))
+    scores = scorer(SentenceEncoder.load(str(tiny_bert_dir), "mean", device="cpu").encode)
+    assert list(scores) == ["stsb_dev"] and np.isfinite(scores["stsb_dev"])  # no dev_avg of one set
+    # a mirror without its SICK trial file is still an error
+    (tmp_path / "STSBenchmark").mkdir()
+    (tmp_path / "STSBenchmark" / "sts-dev.csv").write_bytes((mirror_dir / "sts" / sts.STSB_FILES["dev"]).read_bytes())
+    with pytest.raises(FileNotFoundError, match="SICK/SICK_trial.txt"):
+        sts.DevScorer(folder_partitions(tmp_path))

@@ -15,7 +15,9 @@ leaderboard keeps the newest result of a model) and ``model_fingerprint`` (see
 were computed on: the number of pairs of every STS task (``pairs``) against the
 benchmark's size (``benchmark_pairs``), a warning for every difference
 (``warnings``), and the rows read, dropped (by reason, with ``file:line``) and read
-as variants (``data``). It lives in the metrics file itself, so the evaluation
+as variants (``data``), and where the STS data came from (``sts_source``: mirror or
+hub; for the Hub also ``sts_hub``, ``sts_unavailable`` and ``sts_notes``, see
+:func:`sts_source_report`). It lives in the metrics file itself, so the evaluation
 nodes save it with no catalog entry of its own.
 With ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
 ``sts_avg_ci``: ``[low, high]`` percentile bootstrap intervals of the "all" Spearman

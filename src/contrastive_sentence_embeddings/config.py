@@ -178,6 +178,12 @@ class RawDataConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "mirror", "hub"):
             raise ValueError(f"mode must be auto, mirror or hub, got {self.mode!r}")
+        if (self.hub or {}).get("sts") is not None:
+            # Checked here too, not only when the download starts: a misspelt revision
+            # key would otherwise fetch the newest rows in silence.
+            from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions
+
+            parse_strict(StsHubOptions, self.hub["sts"], "raw_data.hub.sts")
 
 
 # --- evaluation -------------------------------------------------------------------------

@@ -9,7 +9,9 @@ source          mirror sub-directory     Hub (machines with internet)
 ``wiki``        ``wiki/``                ``princeton-nlp/datasets-for-simcse`` (wiki1m)
 ``longdocs``    ``longdocs/``            ``Salesforce/wikitext`` (``wikitext-2-v1``)
 ``openwebtext`` ``openwebtext/``         ``Skylion007/openwebtext``
-``sts``         ``sts/``                 ``mteb/stsbenchmark-sts`` (STS-B only)
+``sts``         ``sts/``                 ``mteb/sts12-sts`` .. ``mteb/sts16-sts``,
+                                         ``mteb/stsbenchmark-sts``, ``mteb/sickr-sts``
+                                         (see :mod:`.sts_hub` for what they lack)
 ``nli``         ``nli/``                 ``stanfordnlp/snli``, ``nyu-mll/multi_nli``
 ``transfer``    ``transfer/``            none: SentEval's ``get_transfer_data.bash``
 =============== ======================== =================================================
@@ -176,18 +178,10 @@ def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
 
 
 def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
-    from datasets import load_dataset
+    from contrastive_sentence_embeddings.config import parse_strict
+    from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions, fetch_sts
 
-    repo = options.get("stsb_repo_id", "mteb/stsbenchmark-sts")
-    for split, short in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        rows = load_dataset(repo, split=split)
-        write_stsb_senteval_layout(
-            dest / "STSBenchmark" / f"sts-{short}.csv", rows, origin=repo
-        )
-    logger.warning(
-        "raw sts: the Hub provides STS-B only; STS12-16 and SICK come from SentEval's "
-        "data script (put them in the offline mirror)."
-    )
+    fetch_sts(dest, parse_strict(StsHubOptions, options, "raw_data.hub.sts"))
 
 
 def _fetch_nli(dest: Path, options: dict[str, Any]) -> None:
@@ -220,30 +214,6 @@ def write_lines(path: Path, lines: Iterable[str]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for line in lines:
             handle.write(line + "\n")
-
-
-def write_stsb_senteval_layout(
-    path: Path, rows: Iterable[dict[str, Any]], origin: str
-) -> None:
-    """STS-B rows with ``sentence1``, ``sentence2`` and a 0-5 ``score`` written as
-    SentEval's 7-column TSV: genre, file, year, id, score, s1, s2."""
-    write_lines(
-        path,
-        (
-            "\t".join(
-                [
-                    str(row.get("genre", "hub")),
-                    origin,
-                    str(row.get("year", "")),
-                    f"{i:04d}",
-                    f"{float(row['score']):.3f}",
-                    one_line(row["sentence1"]),
-                    one_line(row["sentence2"]),
-                ]
-            )
-            for i, row in enumerate(rows)
-        ),
-    )
 
 
 RAW_SOURCES: dict[str, RawSource] = {

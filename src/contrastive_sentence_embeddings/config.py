@@ -287,12 +287,21 @@ class MethodConfig:
                     or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds)):
                 raise ParameterError(f"{name}.seeds must be null or a list of distinct non-negative integers, "
                                      f"got {seeds!r}", key=f"{name}.seeds")
+        parsed = {}
         for what, parse in (("method", lambda p: kind.from_params(p)),
                             ("training", lambda p: TrainingConfig.from_params(dict(p)))):
             try:
-                parse(dict(getattr(config, what) or {}))
+                parsed[what] = parse(dict(getattr(config, what) or {}))
             except ValueError as error:
-                raise ParameterError(f"{name}.{what}: {error}", key=_named_key(error, f"{name}.{what}")) from error
+                key = _named_key(error, f"{name}.{what}")
+                if key and str(error).startswith(f"{key.rsplit('.', 1)[-1]} must"):  # "x must be ...": say whose x
+                    raise ParameterError(f"{name}.{what}.{error}", key=key) from error
+                raise ParameterError(f"{name}.{what}: {error}", key=key) from error
+        if kind.family not in FANOUT_FAMILIES and parsed["training"].num_processes != 1:
+            raise ParameterError(
+                f"{name}.training.num_processes must be 1 for {config.kind}: the {kind.family} family trains a small "
+                "network on cached embeddings and is not fanned out over processes",
+                key=f"{name}.training.num_processes")
         return config
 
     @property
@@ -329,6 +338,9 @@ def seeded_block(block: Mapping, seed: int) -> dict:
         training["checkpoint_dir"] = f"{training['checkpoint_dir']}/seed{seed}"
     return {**block, "training": training}
 
+
+# The families whose training node can fan out over processes (training/fanout.py).
+FANOUT_FAMILIES = ("sentences", "documents")
 
 # The data families: each training pipeline's inputs, with the catalog data sets they
 # read by default. A method's ``data`` block remaps them.
@@ -421,7 +433,7 @@ def _named_key(error: BaseException, where: str) -> str | None:
     ``where`` (``TrainingConfig`` and the methods word it their own way)."""
     import re
 
-    match = re.search(r"unknown [\w ]*parameter\(s\):? (\w+)", str(error))
+    match = re.search(r"unknown [\w ]*parameter\(s\):? (\w+)", str(error)) or re.match(r"(\w+) must be", str(error))
     return f"{where}.{match.group(1)}" if match else None
 
 

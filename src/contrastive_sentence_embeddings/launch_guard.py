@@ -63,8 +63,9 @@ def refusal_message(env: Mapping[str, str], methods: list[str] | None = None) ->
         "pipeline (raw data, data preparation, evaluation, leaderboard) into the same files, so this run "
         "stops before any node. Run `kedro run` once, as a single process; to train on several processes "
         f"set `{method}.training.num_processes` (see docs/training.md#scaling-out): the training node "
-        "launches its own workers. For several machines, start the training entry point described there "
-        "on each machine, not kedro run."
+        "launches its own workers. For several machines, prepare the data with one kedro run and start "
+        "`torchrun ... -m contrastive_sentence_embeddings.train_entry --method <method>` (`cse-train`) on each "
+        "machine (docs/training.md#scaling-out), not kedro run."
     )
 
 

@@ -48,10 +48,11 @@ import pandas as pd
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
+# The marker of a worker of ours: the launch guard (launch_guard.py) never refuses it.
+from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR as WORKER_ENV
 
 logger = logging.getLogger(__name__)
 
-WORKER_ENV = "CSE_TRAINING_WORKER"
 JOB_FILE = "job.json"
 RESULT_DIR = "result"
 DONE_MARKER = "done"

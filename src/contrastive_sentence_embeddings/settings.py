@@ -5,9 +5,14 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # Every parameter block is parsed strictly before any node runs: a misspelt key is an
 # error naming the key and the file that set it (config.py).
 # A method's seeds (`seeds: [42, 43, 44]`) each get their block in the catalog.
-from contrastive_sentence_embeddings.hooks import SeedRunsHook, StrictParametersHook  # noqa: E402
+# The graph is built from the run's parameters, `--params` included (own data adds nodes).
+from contrastive_sentence_embeddings.hooks import (  # noqa: E402
+    GraphParametersHook,
+    SeedRunsHook,
+    StrictParametersHook,
+)
 
-HOOKS = (StrictParametersHook(), SeedRunsHook())
+HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

@@ -131,7 +131,7 @@ def test_jsonl_lines_that_are_not_json_or_lack_the_field_are_counted(here):
     assert table["sentence"].tolist() == [SENTENCES[0], SENTENCES[1]]
     assert report["dropped"] == {"blank line": 1, "no field 'text'": 1, "not a JSON object (list)": 1,
                                  "not valid JSON (Expecting property name enclosed in double quotes)": 1,
-                                 "text: missing": 1, "text: not text (int)": 1}
+                                 "text: missing text": 1, "text: not text (int)": 1}
     assert report["examples"]["no field 'text'"] == ["mine.jsonl:5"] and balanced(report)
     with pytest.raises(BadInputError, match="mine.jsonl:2: not valid JSON"):
         prepare_sentences("mine.jsonl", on_bad_input="error")
@@ -296,7 +296,7 @@ def test_pairs_with_a_score_threshold_and_a_label_keep_what_passes_and_count_the
     assert table[["sentence1", "sentence2", "score"]].values.tolist() == [
         ["How do I bake bread?", "Mix flour and water then bake it.", 4.5],
         ["Why is the sky blue?", "Light scatters in the air.", 3.1]]
-    assert report["dropped"] == {"duplicate pair": 2, "label 'bad' not kept": 1, "question: blank text": 1,
+    assert report["dropped"] == {"duplicate pair": 2, "label 'bad' not kept": 1, "question: missing text": 1,
                                  "score: missing score": 1, "score: score is not a number": 1, "score <= 3": 1}
     assert report["examples"]["score: score is not a number"] == ["pairs.csv:5"]
     assert report["examples"]["duplicate pair"] == ["pairs.csv:3", "pairs.csv:4"]

@@ -113,7 +113,7 @@ def text_value(value: Any, column: str, where: str, report: StepReport, on_bad_i
             handle_bad_input(report, f"{column}: not utf-8 (byte {error.start})", where, on_bad_input)
             return None
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        handle_bad_input(report, f"{column}: missing", where, on_bad_input)
+        handle_bad_input(report, f"{column}: missing text", where, on_bad_input)
         return None
     if not isinstance(value, str):
         handle_bad_input(report, f"{column}: not text ({type(value).__name__})", where, on_bad_input)
@@ -424,7 +424,8 @@ def own_pairs(records: Iterable[Record], columns: Sequence[str], report: StepRep
         for column, value in zip((first, second), values[:2]):
             text = text_value(value, column, where, report, on_bad_input, max_chars)
             if text == "":
-                handle_bad_input(report, f"{column}: blank text", where, on_bad_input)
+                # an empty CSV field and a null are the same loss: say so once
+                handle_bad_input(report, f"{column}: missing text", where, on_bad_input)
                 text = None
             if text is None:
                 break

@@ -395,7 +395,7 @@ class MethodConfig:
         <name>:
           kind: simcse               # the loss and batch recipe (training.methods.METHODS)
           seeds: null                # [42, 43, 44]: one run per seed (namespaces <name>.seed<k>)
-          data: {}                   # the training pipeline's inputs -> catalog data sets
+          data: {}                   # the training pipeline's inputs -> catalog data sets or own data
           max_examples: null         # train on the first n examples only (null: all)
           pooling: cls_before_pooler
           method: {...}              # the kind's hyper-parameters (strict)
@@ -405,7 +405,8 @@ class MethodConfig:
     ``kind`` decides the data family (sentences, documents or pairs), hence which
     training pipeline the method is an instance of; ``data`` maps that pipeline's
     input names to catalog data sets where they differ from the family's defaults
-    (CLSR on NLI: ``{pairs: nli_pairs}``).
+    (CLSR on NLI: ``{pairs: nli_pairs}``), or to a source of the user's own data (a
+    path, or a mapping parsed by :data:`SOURCE_TYPES`; ``docs/own_data.md``).
     """
 
     kind: str

@@ -36,10 +36,12 @@ class ScratchProject:
         self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
         bootstrap_project(root)
 
-    def run(self, pipelines: list[str], **kwargs):
+    def run(self, pipelines: list[str], params: dict | None = None, **kwargs):
+        """``kedro run --pipelines=...``; ``params`` are what ``--params`` gives (runtime
+        parameters, a nested dict as Kedro's command line makes of ``a.b=c``)."""
         from kedro.framework.session import KedroSession
 
-        with KedroSession.create(project_path=self.root) as session:
+        with KedroSession.create(project_path=self.root, runtime_params=params) as session:
             return session.run(pipeline_names=pipelines, **kwargs)
 
     def close(self) -> None:

@@ -40,6 +40,20 @@ class SingleProcessRunHook:
         refuse_launcher_processes(os.environ, methods)
 
 
+class GraphParametersHook:
+    """Hands the session's merged parameters (``conf``, its environment and ``--params``)
+    to the registry before anything loads the pipelines, so that the graph is built from
+    what this run was given: ``--params "simcse.data.sentences=my.txt"`` adds the
+    preparation of that file (``pipeline_registry.use_run_parameters``). ``tryfirst``:
+    the strict check below reads ``context.params``, which loads the pipelines."""
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context) -> None:
+        from contrastive_sentence_embeddings.pipeline_registry import use_run_parameters
+
+        use_run_parameters(context.project_path, context.config_loader["parameters"])
+
+
 class StrictParametersHook:
     """Parses every parameter block (``config.validate_parameters``) as soon as the
     configuration is loaded, before any node runs, and names the file(s) that set the

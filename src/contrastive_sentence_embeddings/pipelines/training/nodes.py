@@ -49,8 +49,9 @@ def embed_pair_sentences(pairs: pd.DataFrame, embedding_cache: str, encoder: str
     config = MethodConfig.from_params(block, "method")
     if config.max_examples:
         pairs = pairs.head(config.max_examples)
-    first, second = pair_columns(pairs, config.inputs()["pairs"])
-    return embed_pairs(pairs, first, second, config.inputs()["pairs"], encoder, embedding_cache, config.pooling,
+    dataset = config.data_label("pairs")
+    first, second = pair_columns(pairs, dataset)
+    return embed_pairs(pairs, first, second, dataset, encoder, embedding_cache, config.pooling,
                        device=config.training_config().device)
 
 

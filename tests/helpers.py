@@ -36,10 +36,12 @@ class ScratchProject:
         self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
         bootstrap_project(root)
 
-    def run(self, pipelines: list[str], **kwargs):
+    def run(self, pipelines: list[str], params: dict | None = None, **kwargs):
+        """``kedro run --pipelines=...``; ``params`` are what ``--params`` gives (runtime
+        parameters, a nested dict as Kedro's command line makes of ``a.b=c``)."""
         from kedro.framework.session import KedroSession
 
-        with KedroSession.create(project_path=self.root) as session:
+        with KedroSession.create(project_path=self.root, runtime_params=params) as session:
             return session.run(pipeline_names=pipelines, **kwargs)
 
     def close(self) -> None:
@@ -113,3 +115,41 @@ def assert_card_states_the_metrics(card_text: str, metrics: dict) -> dict:
     assert rows["average (sts_avg)"][1] == f"{metrics['sts_avg']:.2f}"
     assert len(rows) == len(expected_tasks) + 1  # no row the metrics do not have
     return matter
+
+
+# --- a Hugging Face Hub snapshot on disk --------------------------------------------------
+def write_hub_split(folder: Path, split: str, rows: list[dict], fmt: str = "jsonl.gz") -> None:
+    """``rows`` as one split of a Hub data set repository: ``<split>.jsonl.gz`` (as the
+    ``mteb/*-sts`` repositories hold them) or ``data/<split>-00000-of-00001.parquet``
+    (the layout of a data set pushed with ``push_to_hub``)."""
+    import gzip
+    import json
+
+    import pandas as pd
+
+    if fmt == "jsonl.gz":
+        folder.mkdir(parents=True, exist_ok=True)
+        with gzip.open(folder / f"{split}.jsonl.gz", "wt", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+    else:
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet", index=False)
+
+
+def local_hub(monkeypatch, snapshot: Path, cache: Path) -> list[tuple]:
+    """Make ``datasets.load_dataset(repo_id, split=..., revision=...)`` read
+    ``snapshot/<repo_id>`` (a folder laid out like the Hub repository) through the real
+    ``datasets`` loaders, with no network; returns the list of the calls made
+    (``(repo_id, split, revision)``)."""
+    import datasets
+
+    real = datasets.load_dataset
+    calls: list[tuple] = []
+
+    def load_dataset(path, name=None, *, split=None, revision=None, **kwargs):
+        calls.append((path, split, revision))
+        return real(str(snapshot / path), split=split, cache_dir=str(cache))
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls

@@ -178,7 +178,8 @@ def test_the_cited_sources_follow_the_data_steps_and_their_inputs():
 def test_hub_ids_follow_the_raw_data_options():
     assert hub_dataset_ids("nli") == ["stanfordnlp/snli", "nyu-mll/multi_nli"]
     assert hub_dataset_ids("wiki", {"repo_id": "me/wiki"}) == ["me/wiki"]
-    assert hub_dataset_ids("sts", {"stsb_repo_id": "me/stsb"}) == ["me/stsb"]
+    assert hub_dataset_ids("sts", {"repo_ids": {"stsb": "me/stsb"}}) == ["me/stsb"]
+    assert hub_dataset_ids("sts") == ["mteb/stsbenchmark-sts"]
     assert hub_dataset_ids("transfer") == []
 
 

@@ -126,6 +126,65 @@ def test_each_card_reads_the_data_reports_of_the_steps_that_fed_its_training(shi
                           for run in config.run_names(method)}
 
 
+def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped):
+    params, _, _ = shipped
+    own = {**params,
+           "simcse": {**params["simcse"], "data": {"sentences": "my/sentences.txt"}},
+           "declutr": {**params["declutr"], "data": {"documents": {"path": "my/docs", "min_tokens": 64}}},
+           "clsr_nli": {**params["clsr_nli"], "data": {"pairs": {"hub": "someone/pairs", "column1": "q",
+                                                                  "column2": "a"}}}}
+    methods = method_configs(own)
+    graph = build_graph(methods)
+    pipelines = user_pipelines(graph, methods)
+    seeded = {f"simcse.seed{seed}.{step}" for seed in (42, 43, 44) for step in ("train", "evaluate")}
+    cards = {f"card.simcse.seed{seed}.model_card" for seed in (42, 43, 44)}
+    assert node_names(pipelines["simcse"]) == SCORING_INPUTS | seeded | cards | {
+        "simcse.prepare_sentences", "simcse.aggregate_metrics", "simcse.aggregate_curves", "build_leaderboard"}
+    # The card states the report of the method's own data, not the built-in steps'.
+    card = next(node for node in graph.nodes if node.name == "card.simcse.seed42.model_card")
+    assert {i for i in card.inputs if i.startswith("report_")} == {"report_simcse.sentences"}
+    nodes = {node.name: node for node in graph.nodes}
+    assert nodes["simcse.prepare_sentences"].inputs == ["params:simcse.data.sentences",
+                                                       "params:data_processing.on_bad_input"]
+    assert nodes["simcse.prepare_sentences"].outputs == ["simcse.own_sentences", "report_simcse.sentences"]
+    assert all("simcse.own_sentences" in nodes[f"simcse.seed{s}.train"].inputs for s in (42, 43, 44))
+    # Own documents bring their own spans, sampled with data_processing.declutr_spans.
+    assert nodes["declutr.sample_spans"].inputs == ["declutr.own_documents", "params:data_processing.declutr_spans"]
+    assert {"declutr.own_documents", "declutr.own_spans"} <= set(nodes["declutr.seed42.train"].inputs)
+    assert not node_names(pipelines["declutr"]) & {"ingest_longdocs", "build_long_documents", "sample_declutr_spans"}
+    assert "clsr_nli.own_pairs" in nodes["clsr_nli.embed_pairs"].inputs
+    assert "ingest_nli" not in node_names(pipelines["clsr_nli"])
+    # `--pipelines=data_processing` prepares the built-in data and every method's own data.
+    assert {"simcse.prepare_sentences", "declutr.prepare_documents", "declutr.sample_spans",
+            "clsr_nli.prepare_pairs"} <= node_names(pipelines["data_processing"])
+
+
+def test_own_spans_cannot_be_mixed_with_own_documents(shipped):
+    params, _, _ = shipped
+    block = {**params["declutr"], "data": {"documents": "my/docs.jsonl", "spans": "declutr_spans"}}
+    with pytest.raises(ParameterError, match="declutr.data.spans: the spans of your own documents are sampled"):
+        method_configs({**params, "declutr": block})
+
+
+def test_runtime_params_reach_the_graph_and_a_changed_run_rebuilds_it(tmp_path, mirror_dir):
+    """``kedro run --params "simcse.data.sentences=..."`` must change the graph, though
+    Kedro's ``register_pipelines()`` takes no parameters; and a later session in the same
+    process with other parameters must not get the cached graph of the first."""
+    from kedro.framework.project import pipelines
+    from kedro.framework.session import KedroSession
+
+    project = ScratchProject(tmp_path, mirror_dir)
+    try:
+        for runtime, expected in (({"simcse": {"data": {"sentences": "mine.txt"}}}, True), (None, False),
+                                  ({"simcse": {"data": {"sentences": {"path": "t.csv", "column": "c"}}}}, True)):
+            with KedroSession.create(project_path=tmp_path, runtime_params=runtime) as session:
+                session.load_context()  # what session.run does before it reads the pipelines
+                assert ("simcse.prepare_sentences" in node_names(pipelines["simcse"])) is expected, runtime
+                assert ("sample_sentences" in node_names(pipelines["simcse"])) is not expected, runtime
+    finally:
+        project.close()
+
+
 def test_the_methods_list_is_checked(shipped):
     params, _, _ = shipped
     with pytest.raises(ParameterError, match="methods lists nope but no parameter block"):
@@ -189,6 +248,7 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
         ({"evaluation": {"batchsize": 3}}, "evaluation.batchsize"),
         ({"raw_data": {"mirror": "x"}}, "raw_data.mirror"),
         ({"simcsee": {"kind": "simcse"}}, "simcsee"),
+        ({"simcse": {"data": {"sentences": {"path": "my.txt", "colum": "x"}}}}, "simcse.data.sentences.colum"),
     ],
 )
 def test_a_misspelt_parameter_stops_the_run_naming_the_key_and_the_file(tmp_path, mirror_dir, overrides, key):

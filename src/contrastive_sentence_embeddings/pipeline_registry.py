@@ -39,7 +39,14 @@ from pathlib import Path
 from kedro.pipeline import Pipeline
 
 from contrastive_sentence_embeddings.config import MethodConfig, method_configs
-from contrastive_sentence_embeddings.pipelines import data_processing, evaluation, leaderboard, raw_data, training
+from contrastive_sentence_embeddings.pipelines import (
+    data_processing,
+    evaluation,
+    leaderboard,
+    own_data,
+    raw_data,
+    training,
+)
 from contrastive_sentence_embeddings.pipelines.data_processing.pipeline import PREPARED
 
 TRANSFER_NAMESPACE = "transfer"
@@ -76,7 +83,7 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
         pipeline += Pipeline(
             template,
             namespace=run,
-            inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
+            inputs={**config.inputs(name), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
                                           | evaluation.pipeline.SHARED_INPUTS
                                           if shared in template.inputs()}},
             parameters={"params:block": f"params:{run}", "params:encoder": "params:encoder",
@@ -112,6 +119,28 @@ def card_pipeline(name: str, config: MethodConfig, graph: Pipeline) -> Pipeline:
     return pipeline
 
 
+def own_data_pipeline(name: str, config: MethodConfig) -> Pipeline:
+    """The preparation of ``name``'s own data: for every template input whose
+    ``data.<input>`` is a source (a path or a mapping), not a catalog data set, the
+    ``own_data`` template under namespace ``name``, reading ``params:<name>.data.<input>``
+    and writing ``<name>.own_<input>`` and its report ``report_<name>.<input>``. Every
+    seed of the method trains on the same prepared data."""
+    pipeline = Pipeline([])
+    for input_name in config.sources(name):
+        template = own_data.create_pipeline(input_name, name)
+        reports = ({"report_documents": f"report_{name}.documents", "report_spans": f"report_{name}.spans"}
+                   if input_name == "documents" else {"report": f"report_{name}.{input_name}"})
+        shared = {p: p for p in own_data.pipeline.SHARED_PARAMETERS if p in template.inputs()}
+        pipeline += Pipeline(
+            template,
+            namespace=name,
+            outputs=reports,
+            parameters={own_data.pipeline.SOURCE: f"params:{name}.data.{input_name}", **shared},
+            tags=["own_data", config.kind, config.family],
+        )
+    return pipeline
+
+
 def first_run(name: str, config: MethodConfig) -> str:
     """The run whose model the transfer tasks score: the method's, or its first seed's."""
     return next(iter(config.run_names(name)))
@@ -134,7 +163,7 @@ def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():
-        graph += method_pipeline(name, config) + transfer_pipeline(name, config)
+        graph += own_data_pipeline(name, config) + method_pipeline(name, config) + transfer_pipeline(name, config)
     for name, config in methods.items():  # the cards read what the graph prepared for each run
         graph += card_pipeline(name, config, graph)
     return graph
@@ -158,7 +187,8 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
     methods = list(methods)
     pipelines = {
         "raw_data": graph.only_nodes_with_tags("raw_data"),
-        "data_processing": graph.to_outputs(*PREPARED),
+        # the built-in prepared data and every method's own data (they read no input)
+        "data_processing": graph.to_outputs(*PREPARED) + graph.only_nodes_with_tags("own_data"),
         "baseline": with_leaderboard(graph.to_outputs("baseline_metrics"), ["baseline_metrics"]),
         "leaderboard": leaderboard.create_pipeline(),
     }
@@ -186,6 +216,36 @@ def project_root(start: Path | None = None) -> Path:
     return Path(root)
 
 
+# The parameters of the Kedro session about to run (its environment and `--params`
+# included), keyed by its project folder; set by hooks.GraphParametersHook.
+_run_parameters: tuple[Path, dict] | None = None
+
+
+def use_run_parameters(project_path: Path | str, parameters: Mapping) -> None:
+    """Build the graph from ``parameters``, the merged parameters of the session about
+    to run, rather than from ``conf`` alone: Kedro calls ``register_pipelines()``
+    without arguments, so without this ``kedro run --params "simcse.data.sentences=my.txt"``
+    (a method's own data, which adds preparation nodes to the graph) could not change
+    the graph. Kedro caches the pipelines it loaded; when the parameters differ from
+    those the cache was built from, it is told to load them again."""
+    global _run_parameters
+    chosen = (Path(project_path).resolve(), dict(parameters))
+    if chosen == _run_parameters:
+        return
+    _run_parameters = chosen
+    from kedro.framework.project import PACKAGE_NAME, pipelines
+
+    if PACKAGE_NAME:
+        pipelines.configure(f"{PACKAGE_NAME}.pipeline_registry")  # public API: drops the cached pipelines
+
+
+def run_parameters(root: Path) -> dict | None:
+    """The session's parameters (:func:`use_run_parameters`) when they are ``root``'s."""
+    if _run_parameters is not None and _run_parameters[0] == Path(root).resolve():
+        return _run_parameters[1]
+    return None
+
+
 def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
     """The merged parameters the graph's shape comes from: ``conf/base`` and the
     environment in ``KEDRO_ENV`` (the ``methods`` list belongs in ``conf/base``, so that
@@ -201,5 +261,8 @@ def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    methods = method_configs(graph_parameters())
+    """The user pipelines, from the running session's parameters (``--params`` included)
+    or, outside a session (kedro viz, DVC's checks), from ``conf``."""
+    root = project_root()
+    methods = method_configs(run_parameters(root) or graph_parameters(root))
     return user_pipelines(build_graph(methods), methods)

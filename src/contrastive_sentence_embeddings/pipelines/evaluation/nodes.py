@@ -72,8 +72,11 @@ def evaluate_model(model: str, raw_sts: Partitions, raw_transfer: Partitions, ev
 
 
 def training_budget(metadata: Mapping) -> dict:
-    """Examples seen and training seconds of a run, from its ``cse_metadata.json``."""
-    return {key: metadata.get(key) for key in ("examples_seen", "steps", "train_seconds")}
+    """Examples seen, steps, training seconds and the step whose weights were kept
+    (``best_step``: 0 when no step beat the starting weights on dev) of a run, from its
+    ``cse_metadata.json``."""
+    return {key: metadata.get(key) for key in ("examples_seen", "steps", "best_step", "train_seconds")}
+
 
 def write_model_card(model: str, metrics: Mapping, data_processing: Mapping, raw_data: Mapping,
                      *reports: Mapping) -> str:

@@ -36,13 +36,13 @@ class ScratchProject:
         self.patch.setenv(MIRROR_ENV_VAR, str(mirror))
         bootstrap_project(root)
 
-    def run(self, pipelines: list[str], env: str | None = None, runtime_params: dict | None = None, **kwargs):
-        """``kedro run --pipelines=... [--env <env>] [--params ...]``: ``runtime_params``
-        are merged into the parameters as ``--params`` merges them (conf/local is not
-        read under another ``env``, as with ``kedro run --env``)."""
+    def run(self, pipelines: list[str], params: dict | None = None, env: str | None = None, **kwargs):
+        """``kedro run --pipelines=... [--env <env>]``; ``params`` are what ``--params``
+        gives (runtime parameters, a nested dict as Kedro's command line makes of
+        ``a.b=c``). Under another ``env`` conf/local is not read, as with ``kedro run --env``."""
         from kedro.framework.session import KedroSession
 
-        with KedroSession.create(project_path=self.root, env=env, runtime_params=runtime_params) as session:
+        with KedroSession.create(project_path=self.root, env=env, runtime_params=params) as session:
             return session.run(pipeline_names=pipelines, **kwargs)
 
     def close(self) -> None:
@@ -75,3 +75,82 @@ def assert_loads_like_sentence_transformers(path, sentences=("a man is playing a
     theirs = SentenceTransformer(str(path), device="cpu").encode(list(sentences))
     np.testing.assert_allclose(ours.encode(list(sentences)), theirs, rtol=0, atol=1e-5)
     return ours
+
+
+def assert_card_states_the_metrics(card_text: str, metrics: dict) -> dict:
+    """The model card's numbers are the metrics file's: every ``model-index`` value
+    equals the metrics value of its task (to the last digit), the STS table shows the
+    same values (to its two decimals) and the pairs each task was scored on. Returns
+    the card's front matter."""
+    import re
+
+    from contrastive_sentence_embeddings.model_card import STS_BENCHMARKS, split_front_matter
+
+    matter, body = split_front_matter(card_text)
+    key_of = {name: key for key, name, _ in STS_BENCHMARKS}
+    hub_of = {key: hub for key, _, hub in STS_BENCHMARKS}
+    [index] = matter["model-index"]
+    assert index["name"] == metrics["model"]["name"]
+    scored = {}
+    for result in index["results"]:
+        assert result["task"]["type"] == "semantic-similarity"
+        key = key_of[result["dataset"]["name"]]
+        assert result["dataset"]["type"] == hub_of[key]
+        [metric] = result["metrics"]
+        assert metric["type"] == "spearman_cosine"
+        scored[key] = metric["value"]
+    expected_tasks = [key for key, _, _ in STS_BENCHMARKS if key in metrics]
+    assert scored == {key: metrics[key] for key in expected_tasks}
+
+    table = body.split("## Evaluation", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"-?\d+\.\d\d", cells[1]):
+            rows[cells[0]] = cells
+    pairs = metrics["evaluation_report"]["pairs"]
+    for key in expected_tasks:
+        name = next(name for k, name, _ in STS_BENCHMARKS if k == key)
+        assert rows[name][1] == f"{metrics[key]:.2f}", (name, rows[name])
+        assert rows[name][-1].split(" ")[0] == f"{pairs[key]:,}", (name, rows[name])
+    assert rows["average (sts_avg)"][1] == f"{metrics['sts_avg']:.2f}"
+    assert len(rows) == len(expected_tasks) + 1  # no row the metrics do not have
+    return matter
+
+
+# --- a Hugging Face Hub snapshot on disk --------------------------------------------------
+def write_hub_split(folder: Path, split: str, rows: list[dict], fmt: str = "jsonl.gz") -> None:
+    """``rows`` as one split of a Hub data set repository: ``<split>.jsonl.gz`` (as the
+    ``mteb/*-sts`` repositories hold them) or ``data/<split>-00000-of-00001.parquet``
+    (the layout of a data set pushed with ``push_to_hub``)."""
+    import gzip
+    import json
+
+    import pandas as pd
+
+    if fmt == "jsonl.gz":
+        folder.mkdir(parents=True, exist_ok=True)
+        with gzip.open(folder / f"{split}.jsonl.gz", "wt", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+    else:
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet", index=False)
+
+
+def local_hub(monkeypatch, snapshot: Path, cache: Path) -> list[tuple]:
+    """Make ``datasets.load_dataset(repo_id, split=..., revision=...)`` read
+    ``snapshot/<repo_id>`` (a folder laid out like the Hub repository) through the real
+    ``datasets`` loaders, with no network; returns the list of the calls made
+    (``(repo_id, split, revision)``)."""
+    import datasets
+
+    real = datasets.load_dataset
+    calls: list[tuple] = []
+
+    def load_dataset(path, name=None, *, split=None, revision=None, **kwargs):
+        calls.append((path, split, revision))
+        return real(str(snapshot / path), split=split, cache_dir=str(cache))
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls

@@ -68,8 +68,11 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
     _, methods, graph, catalog, stages = project
     train, transfer = stages["stages"]["train"]["do"], stages["stages"]["transfer"]["do"]
     for method in methods:
-        assert train["cmd"].replace("${item}", method) == f"kedro run --namespaces={method}"
-        nodes = graph.only_nodes_with_namespaces([method])
+        assert train["cmd"].replace("${item}", method) == f"kedro run --namespaces={method},card.{method}"
+        nodes = graph.only_nodes_with_namespaces([method, f"card.{method}"])
+        # The cards are written into the model folders the stage outputs.
+        assert {path_of(catalog, f"{run}.model_card") for run in methods[method].run_names(method)} == {
+            f"{path_of(catalog, f'{run}.model')}/README.md" for run in methods[method].run_names(method)}
         deps = expand(train["deps"], method)
         assert PACKAGE in deps
         for name in sorted(nodes.inputs()):

@@ -183,7 +183,7 @@ def paper_project(tmp_path_factory, miniature_mirror, tiny_bert_dir, no_network)
     scratch = ScratchProject(tmp_path_factory.mktemp("paper_project"), miniature_mirror)
     order = run_order(dict(pipelines))
     for name in order:
-        scratch.run([name], env=ENV, runtime_params=overrides)
+        scratch.run([name], env=ENV, params=overrides)
     scratch.order, scratch.overrides, scratch.methods = order, overrides, methods
     yield scratch
     scratch.close()
@@ -203,7 +203,7 @@ def test_a_misspelt_override_stops_the_paper_run_before_any_node(tmp_path, mirro
     scratch = ScratchProject(tmp_path, mirror_dir)
     try:
         with pytest.raises(ParameterError, match=r"simcse\.training\.max_step\b") as error:
-            scratch.run(["simcse"], env=ENV, runtime_params={"simcse": {"training": {"max_step": 3}}})
+            scratch.run(["simcse"], env=ENV, params={"simcse": {"training": {"max_step": 3}}})
         assert "not in any parameters file: from --params?" in str(error.value)
         assert not (tmp_path / "data" / "01_raw").exists()  # stopped before the first node
     finally:
@@ -283,13 +283,14 @@ def test_every_method_has_its_leaderboard_row(paper_project):
 # --- the Hub sources --------------------------------------------------------------------
 def test_the_paper_asks_the_hub_only_for_what_it_has():
     """conf/paper downloads the training data, but a source the Hub has no copy of (the
-    transfer tasks), or only part of (``sts``: STS-B alone, while every run scores
-    STS12-16 and SICK-R and selects on SICK-R trial), must come from the mirror, or
-    every paper run fails at its evaluation data."""
+    transfer tasks, which every method's evaluation reads) must come from the mirror, or
+    every paper run stops at its ingestion; STS may come from the Hub only when the
+    mirror lacks SentEval's files (the Hub's SICK-R is all of SICK, not its test split)."""
     config = parse_strict(RawDataConfig, paper_parameters()["raw_data"], "raw_data")
     assert config.mode == "hub"
-    lacking = {name for name, source in RAW_SOURCES.items() if source.fetch_from_hub is None} | {"sts"}
-    assert {name: config.mode_for(name) for name in lacking} == dict.fromkeys(lacking, "mirror")
+    lacking = {name for name, source in RAW_SOURCES.items() if source.fetch_from_hub is None}
+    assert lacking and {name: config.mode_for(name) for name in lacking} == dict.fromkeys(lacking, "mirror")
+    assert config.mode_for("sts") == "auto"
 
 
 # --- a killed paper run resumes ------------------------------------------------------------

@@ -12,7 +12,7 @@ import yaml
 
 from contrastive_sentence_embeddings.config import ParameterError, method_configs
 from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, user_pipelines
-from tests.helpers import PROJECT_ROOT, ScratchProject, base_parameters
+from tests.helpers import PROJECT_ROOT, ScratchProject, assert_card_states_the_metrics, base_parameters
 
 RAW = {f"ingest_{source}" for source in ("wiki", "longdocs", "openwebtext", "sts", "nli", "transfer")}
 SENTENCE_STEPS = {"ingest_wiki", "ingest_longdocs", "collect_sentence_candidates", "sample_sentences"}
@@ -34,20 +34,25 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
     for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
-            f"{method}.train", f"{method}.evaluate", "build_leaderboard"}
-    # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file.
+            f"{method}.train", f"{method}.evaluate", f"card.{method}.model_card", "build_leaderboard"}
+    # SimCSE and DeCLUTR run for three seeds, summarised into one metrics file; each run has its card.
     seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
     summary = {"aggregate_metrics", "aggregate_curves"}
+
+    def cards(method):
+        return {f"card.{method}.{run}.model_card" for run in ("seed42", "seed43", "seed44")}
+
     assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | SCORING_INPUTS | {"build_leaderboard"} | {
-        f"simcse.{node}" for node in seeded | summary}
+        f"simcse.{node}" for node in seeded | summary} | cards("simcse")
     assert node_names(pipelines["declutr"]) == SCORING_INPUTS | {
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary}
+        "build_leaderboard"} | {f"declutr.{node}" for node in seeded | summary} | cards("declutr")
     assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
-        "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate", "build_leaderboard"}
+        "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
+        "card.clsr_stsb.model_card", "build_leaderboard"}
     assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
         "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
-        "build_leaderboard"}
+        "card.clsr_nli.model_card", "build_leaderboard"}
 
 
 def test_the_other_user_pipelines(shipped):
@@ -86,7 +91,11 @@ def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
         for index, run in enumerate(runs):
             readers = {node.name for node in default.nodes if f"{run}.model" in node.inputs}
             # The transfer tasks score the method's model, or its first seed's.
-            assert readers == {f"{run}.evaluate"} | ({f"transfer.{method}.evaluate"} if index == 0 else set())
+            assert readers == {f"{run}.evaluate", f"card.{run}.model_card"} | (
+                {f"transfer.{method}.evaluate"} if index == 0 else set())
+            # The card quotes the run's own metrics, so it is written after they are.
+            card = next(node for node in default.nodes if node.name == f"card.{run}.model_card")
+            assert f"{run}.metrics" in card.inputs and card.outputs == [f"{run}.model_card"]
     leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
     assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
 
@@ -102,6 +111,78 @@ def test_methods_read_their_family_inputs_and_their_own_block(shipped):
     embed = {node.name: node for node in graph.nodes if node.name.endswith(".embed_pairs")}
     assert "nli_pairs" in embed["clsr_nli.embed_pairs"].inputs and "stsb_pairs" in embed["clsr_stsb.embed_pairs"].inputs
     assert train["clsr_nli.train"].outputs == ["clsr_nli.model", "clsr_nli.training_curve"]
+
+
+def test_each_card_reads_the_data_reports_of_the_steps_that_fed_its_training(shipped):
+    _, _, pipelines = shipped
+    cards = {node.name: node for node in pipelines["__default__"].nodes if node.name.endswith(".model_card")}
+    reports = {name: {i for i in node.inputs if i.startswith("report_")} for name, node in cards.items()}
+    assert reports["card.scd.model_card"] == {"report_sentence_candidates", "report_wiki_sentences"}
+    assert reports["card.declutr.seed43.model_card"] == {"report_long_documents", "report_declutr_spans"}
+    assert reports["card.clsr_stsb.model_card"] == {"report_stsb_pairs"}
+    assert reports["card.clsr_nli.model_card"] == {"report_nli_pairs"}
+    # One card per trained run; the transfer instances score a model a second time and write none.
+    assert set(cards) == {f"card.{run}.model_card" for method, config in shipped[1].items()
+                          for run in config.run_names(method)}
+
+
+def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped):
+    params, _, _ = shipped
+    own = {**params,
+           "simcse": {**params["simcse"], "data": {"sentences": "my/sentences.txt"}},
+           "declutr": {**params["declutr"], "data": {"documents": {"path": "my/docs", "min_tokens": 64}}},
+           "clsr_nli": {**params["clsr_nli"], "data": {"pairs": {"hub": "someone/pairs", "column1": "q",
+                                                                  "column2": "a"}}}}
+    methods = method_configs(own)
+    graph = build_graph(methods)
+    pipelines = user_pipelines(graph, methods)
+    seeded = {f"simcse.seed{seed}.{step}" for seed in (42, 43, 44) for step in ("train", "evaluate")}
+    cards = {f"card.simcse.seed{seed}.model_card" for seed in (42, 43, 44)}
+    assert node_names(pipelines["simcse"]) == SCORING_INPUTS | seeded | cards | {
+        "simcse.prepare_sentences", "simcse.aggregate_metrics", "simcse.aggregate_curves", "build_leaderboard"}
+    # The card states the report of the method's own data, not the built-in steps'.
+    card = next(node for node in graph.nodes if node.name == "card.simcse.seed42.model_card")
+    assert {i for i in card.inputs if i.startswith("report_")} == {"report_simcse.sentences"}
+    nodes = {node.name: node for node in graph.nodes}
+    assert nodes["simcse.prepare_sentences"].inputs == ["params:simcse.data.sentences",
+                                                       "params:data_processing.on_bad_input"]
+    assert nodes["simcse.prepare_sentences"].outputs == ["simcse.own_sentences", "report_simcse.sentences"]
+    assert all("simcse.own_sentences" in nodes[f"simcse.seed{s}.train"].inputs for s in (42, 43, 44))
+    # Own documents bring their own spans, sampled with data_processing.declutr_spans.
+    assert nodes["declutr.sample_spans"].inputs == ["declutr.own_documents", "params:data_processing.declutr_spans"]
+    assert {"declutr.own_documents", "declutr.own_spans"} <= set(nodes["declutr.seed42.train"].inputs)
+    assert not node_names(pipelines["declutr"]) & {"ingest_longdocs", "build_long_documents", "sample_declutr_spans"}
+    assert "clsr_nli.own_pairs" in nodes["clsr_nli.embed_pairs"].inputs
+    assert "ingest_nli" not in node_names(pipelines["clsr_nli"])
+    # `--pipelines=data_processing` prepares the built-in data and every method's own data.
+    assert {"simcse.prepare_sentences", "declutr.prepare_documents", "declutr.sample_spans",
+            "clsr_nli.prepare_pairs"} <= node_names(pipelines["data_processing"])
+
+
+def test_own_spans_cannot_be_mixed_with_own_documents(shipped):
+    params, _, _ = shipped
+    block = {**params["declutr"], "data": {"documents": "my/docs.jsonl", "spans": "declutr_spans"}}
+    with pytest.raises(ParameterError, match="declutr.data.spans: the spans of your own documents are sampled"):
+        method_configs({**params, "declutr": block})
+
+
+def test_runtime_params_reach_the_graph_and_a_changed_run_rebuilds_it(tmp_path, mirror_dir):
+    """``kedro run --params "simcse.data.sentences=..."`` must change the graph, though
+    Kedro's ``register_pipelines()`` takes no parameters; and a later session in the same
+    process with other parameters must not get the cached graph of the first."""
+    from kedro.framework.project import pipelines
+    from kedro.framework.session import KedroSession
+
+    project = ScratchProject(tmp_path, mirror_dir)
+    try:
+        for runtime, expected in (({"simcse": {"data": {"sentences": "mine.txt"}}}, True), (None, False),
+                                  ({"simcse": {"data": {"sentences": {"path": "t.csv", "column": "c"}}}}, True)):
+            with KedroSession.create(project_path=tmp_path, runtime_params=runtime) as session:
+                session.load_context()  # what session.run does before it reads the pipelines
+                assert ("simcse.prepare_sentences" in node_names(pipelines["simcse"])) is expected, runtime
+                assert ("sample_sentences" in node_names(pipelines["simcse"])) is not expected, runtime
+    finally:
+        project.close()
 
 
 def test_the_methods_list_is_checked(shipped):
@@ -139,7 +220,10 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
             runs[seed] = json.loads((tmp_path / f"data/08_reporting/metrics/simcse_t01.seed{seed}.json").read_text())
             assert runs[seed]["training"]["examples_seen"] == 32
             assert (tmp_path / f"data/07_model_output/sts_pairs/simcse_t01.seed{seed}.npz").is_file()
+            # Each seed's folder has its own card, with its own run's scores.
+            assert_card_states_the_metrics((folder / "README.md").read_text(encoding="utf-8"), runs[seed])
         assert runs[1]["sts_avg"] != runs[2]["sts_avg"]  # two seeds, two different models
+        assert not (tmp_path / "data/06_models/simcse_t01/README.md").exists()  # the summary is not a model
         summary = json.loads((tmp_path / "data/08_reporting/metrics/simcse_t01.json").read_text())
         assert summary["model"]["name"] == "simcse_t01" and summary["model"]["seeds"] == [1, 2]
         assert summary["n_seeds"] == 2
@@ -164,6 +248,7 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
         ({"evaluation": {"batchsize": 3}}, "evaluation.batchsize"),
         ({"raw_data": {"mirror": "x"}}, "raw_data.mirror"),
         ({"simcsee": {"kind": "simcse"}}, "simcsee"),
+        ({"simcse": {"data": {"sentences": {"path": "my.txt", "colum": "x"}}}}, "simcse.data.sentences.colum"),
     ],
 )
 def test_a_misspelt_parameter_stops_the_run_naming_the_key_and_the_file(tmp_path, mirror_dir, overrides, key):

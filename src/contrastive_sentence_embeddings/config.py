@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,8 +174,8 @@ class DataProcessingConfig:
 class RawDataConfig:
     """``raw_data``: where each raw source comes from. ``mode`` for every source, and
     ``source_modes`` for the sources that must come from elsewhere: at paper scale the
-    training data come from the Hub, but the transfer tasks have no Hub copy and the
-    Hub's STS is STS-B alone, so those two still come from the mirror."""
+    training data come from the Hub, but the transfer tasks have no Hub copy, so they
+    come from the mirror (and STS from the mirror when it has SentEval's files)."""
 
     mode: str = "auto"
     mirror_dir: str | None = None
@@ -191,6 +192,12 @@ class RawDataConfig:
         if unknown:
             raise ValueError(f"source_modes names unknown raw source(s) {', '.join(unknown)}; "
                              f"the sources are {', '.join(RAW_SOURCES)}")
+        if (self.hub or {}).get("sts") is not None:
+            # Checked here too, not only when the download starts: a misspelt revision
+            # key would otherwise fetch the newest rows in silence.
+            from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions
+
+            parse_strict(StsHubOptions, self.hub["sts"], "raw_data.hub.sts")
 
     def mode_for(self, source: str) -> str:
         return self.source_modes.get(source, self.mode)
@@ -239,6 +246,169 @@ def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, w
         raise ParameterError(f"{where}: {error}", key=_named_key(error, where)) from error
 
 
+# --- your own data ---------------------------------------------------------------------
+# A method's ``data.<input>`` is a catalog data set name (``nli_pairs``) or a source of
+# the user's own data, which the graph prepares for that method (pipelines/own_data).
+# A name is letters, digits and underscores only; any other string is a path (so
+# ``my.txt`` and ``./docs`` are paths, ``wiki_sentences`` is a data set).
+_DATASET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+SOURCE_FORMATS = ("txt", "csv", "tsv", "parquet", "jsonl")
+
+
+def is_dataset_name(value) -> bool:
+    """Whether a ``data.<input>`` value names a catalog data set (else it is a source)."""
+    return isinstance(value, str) and bool(_DATASET_NAME.match(value))
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a source's records come from: a local ``path`` or a Hub data set ``hub``
+    (with ``subset``, its configuration name, and ``split``), never both. ``format``
+    is inferred from the path's extension when null. ``max_rows`` reads the first rows
+    only (a huge Hub data set is streamed, so the rest is never downloaded)."""
+
+    path: str | None = None
+    hub: str | None = None
+    subset: str | None = None
+    split: str = "train"
+    format: str | None = None
+    max_rows: int | None = None
+
+    FORMATS = SOURCE_FORMATS
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.hub is None):
+            raise ValueError("give exactly one of path (a local file or folder) or hub (a Hub data set id)")
+        if self.hub is not None and self.format is not None:
+            raise ValueError("format is for local files; a Hub data set is read as the Hub serves it")
+        if self.format is not None and self.format not in self.FORMATS:
+            raise ValueError(f"format must be one of {', '.join(self.FORMATS)}, got {self.format!r}")
+        if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < 1):
+            raise ValueError(f"max_rows must be a positive integer or null, got {self.max_rows!r}")
+
+    @property
+    def origin(self) -> str:
+        """The source as named in reports and metadata."""
+        if self.hub is not None:
+            return f"hub:{self.hub}" + (f"/{self.subset}" if self.subset else "") + f":{self.split}"
+        return self.path
+
+
+@dataclass(frozen=True)
+class SentenceSource(_Source):
+    """Own sentences (SimCSE, SCD, ImSimCSE): a text file of one sentence per line, a
+    CSV/TSV/Parquet/JSONL file or a Hub data set with a text ``column``. Sentences are
+    cleaned like the built-in ones: whitespace and unicode normalised; blank, letterless,
+    shorter than ``min_words`` or longer than ``max_words`` words and duplicate sentences
+    dropped and counted. A line or value over ``max_chars`` characters (a file without
+    line breaks, a binary blob) is bad input (skipped and counted, or an error)."""
+
+    column: str = "text"
+    min_words: int = 1
+    max_words: int = 256
+    max_chars: int = 10_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 1 <= self.min_words <= self.max_words or self.max_chars < 1:
+            raise ValueError("need 1 <= min_words <= max_words and max_chars >= 1")
+
+
+@dataclass(frozen=True)
+class DocumentSource(_Source):
+    """Own documents (DeCLUTR): a folder of ``.txt`` files (one document each), a
+    JSONL/Parquet file or a Hub data set with a text ``column``. They go through the
+    built-in documents' filter (at least ``min_tokens`` tokens, null:
+    ``data_processing.long_documents.min_doc_tokens``; the unknown-token share) and
+    span sampling (``data_processing.declutr_spans``)."""
+
+    FORMATS = ("folder", "jsonl", "parquet")
+
+    column: str = "text"
+    min_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_tokens is not None and (not isinstance(self.min_tokens, int) or self.min_tokens < 1):
+            raise ValueError(f"min_tokens must be a positive integer or null, got {self.min_tokens!r}")
+
+
+@dataclass(frozen=True)
+class PairSource(_Source):
+    """Own positive pairs (CLSR): a CSV/TSV/Parquet/JSONL file or a Hub data set with two
+    text columns, ``column1`` and ``column2``. Optionally keep only pairs whose ``score``
+    column is strictly above ``min_score``, or whose ``label`` column is ``keep_label``
+    (one value or a list). Missing text and non-numeric scores are bad input (skipped
+    and counted, or an error); pairs the filters leave out and duplicates ((a, b) and
+    (b, a) are one pair: CLSR's loss is symmetric) are counted."""
+
+    FORMATS = ("csv", "tsv", "parquet", "jsonl")
+
+    # Two scalar keys rather than a list, so that `kedro run --params` (which splits
+    # its argument at every comma) can set them.
+    column1: str = "sentence1"
+    column2: str = "sentence2"
+    score: str | None = None
+    min_score: float | None = None
+    label: str | None = None
+    keep_label: str | int | list | None = None
+    max_chars: int = 10_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not all(isinstance(c, str) and c for c in (self.column1, self.column2)) or self.column1 == self.column2:
+            raise ValueError(f"column1 and column2 must name two different text columns, "
+                             f"got {self.column1!r} and {self.column2!r}")
+        if (self.score is None) != (self.min_score is None):
+            raise ValueError("score (the column) and min_score (pairs scored strictly above it are kept) go together")
+        if self.min_score is not None and (isinstance(self.min_score, bool)
+                                           or not isinstance(self.min_score, (int, float))):
+            raise ValueError(f"min_score must be a number, got {self.min_score!r}")
+        if (self.label is None) != (self.keep_label is None):
+            raise ValueError("label (the column) and keep_label (the label or labels kept) go together")
+        if isinstance(self.keep_label, list) and not self.keep_label:
+            raise ValueError("keep_label must be a label or a non-empty list of labels")
+        if self.max_chars < 1:
+            raise ValueError("max_chars must be at least 1")
+
+    @property
+    def kept_labels(self) -> set[str] | None:
+        """The labels kept, as text (a label read as 0 or "0" is the same label)."""
+        if self.keep_label is None:
+            return None
+        labels = self.keep_label if isinstance(self.keep_label, list) else [self.keep_label]
+        return {str(label).strip() for label in labels}
+
+
+# Which template inputs may be a source, and the dataclass that parses it. DeCLUTR's
+# spans are sampled from its documents, so ``spans`` is never a source of its own.
+SOURCE_TYPES = {"sentences": SentenceSource, "documents": DocumentSource, "pairs": PairSource}
+
+
+def own_dataset(method: str, input_name: str) -> str:
+    """The catalog data set a method's own ``input_name`` is prepared into (a catalog
+    factory, ``conf/base/catalog.yml``). ``own_`` keeps these names apart from the
+    reports, ``report_<method>.<input>``, so no two factories match one name."""
+    return f"{method}.own_{input_name}"
+
+
+def parse_source(input_name: str, value, where: str) -> _Source:
+    """A ``data.<input>`` value that is not a data set name: a path (string) or a
+    mapping, parsed strictly by the input's source dataclass."""
+    kind = SOURCE_TYPES.get(input_name)
+    if kind is None:
+        raise ParameterError(f"{where}: {input_name!r} cannot be read from your own data "
+                             f"(own data goes in: {', '.join(SOURCE_TYPES)}); give a catalog data set name",
+                             key=where)
+    if isinstance(value, str):
+        value = {"path": value}
+    if not isinstance(value, Mapping):
+        raise ParameterError(f"{where}: expected a data set name, a path or a mapping "
+                             f"({{path: ...}} or {{hub: ...}}), got {value!r}", key=where)
+    return parse_strict(kind, value, where)
+
+
 # --- a method ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MethodConfig:
@@ -247,7 +417,7 @@ class MethodConfig:
         <name>:
           kind: simcse               # the loss and batch recipe (training.methods.METHODS)
           seeds: null                # [42, 43, 44]: one run per seed (namespaces <name>.seed<k>)
-          data: {}                   # the training pipeline's inputs -> catalog data sets
+          data: {}                   # the training pipeline's inputs -> catalog data sets or own data
           max_examples: null         # train on the first n examples only (null: all)
           pooling: cls_before_pooler
           method: {...}              # the kind's hyper-parameters (strict)
@@ -257,7 +427,8 @@ class MethodConfig:
     ``kind`` decides the data family (sentences, documents or pairs), hence which
     training pipeline the method is an instance of; ``data`` maps that pipeline's
     input names to catalog data sets where they differ from the family's defaults
-    (CLSR on NLI: ``{pairs: nli_pairs}``).
+    (CLSR on NLI: ``{pairs: nli_pairs}``), or to a source of the user's own data (a
+    path, or a mapping parsed by :data:`SOURCE_TYPES`; ``docs/own_data.md``).
     """
 
     kind: str
@@ -289,6 +460,7 @@ class MethodConfig:
             raise ParameterError(f"unknown parameter(s) {', '.join(f'{name}.data.{k}' for k in unknown_inputs)}; "
                                  f"the {kind.family} pipeline reads: {', '.join(family)}",
                                  key=f"{name}.data.{unknown_inputs[0]}")
+        config.sources(name)  # every own-data source parses, or the error names it
         if config.max_examples is not None and int(config.max_examples) < 1:
             raise ParameterError(f"{name}.max_examples must be a positive integer or null", key=f"{name}.max_examples")
         if config.seeds is not None:
@@ -297,12 +469,21 @@ class MethodConfig:
                     or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds)):
                 raise ParameterError(f"{name}.seeds must be null or a list of distinct non-negative integers, "
                                      f"got {seeds!r}", key=f"{name}.seeds")
+        parsed = {}
         for what, parse in (("method", lambda p: kind.from_params(p)),
                             ("training", lambda p: TrainingConfig.from_params(dict(p)))):
             try:
-                parse(dict(getattr(config, what) or {}))
+                parsed[what] = parse(dict(getattr(config, what) or {}))
             except ValueError as error:
-                raise ParameterError(f"{name}.{what}: {error}", key=_named_key(error, f"{name}.{what}")) from error
+                key = _named_key(error, f"{name}.{what}")
+                if key and str(error).startswith(f"{key.rsplit('.', 1)[-1]} must"):  # "x must be ...": say whose x
+                    raise ParameterError(f"{name}.{what}.{error}", key=key) from error
+                raise ParameterError(f"{name}.{what}: {error}", key=key) from error
+        if kind.family not in FANOUT_FAMILIES and parsed["training"].num_processes != 1:
+            raise ParameterError(
+                f"{name}.training.num_processes must be 1 for {config.kind}: the {kind.family} family trains a small "
+                "network on cached embeddings and is not fanned out over processes",
+                key=f"{name}.training.num_processes")
         return config
 
     @property
@@ -318,9 +499,37 @@ class MethodConfig:
             return {name: None}
         return {f"{name}.seed{seed}": seed for seed in self.seeds}
 
-    def inputs(self) -> dict[str, str]:
-        """The family pipeline's input names -> this method's catalog data sets."""
-        return {**FAMILIES[self.family], **self.data}
+    def sources(self, name: str = "method") -> dict[str, _Source]:
+        """The template inputs read from the user's own data (``data.<input>`` given as
+        a path or a source mapping), parsed; ``name`` is the method, for errors."""
+        sources = {key: parse_source(key, value, f"{name}.data.{key}")
+                   for key, value in self.data.items() if not is_dataset_name(value)}
+        if "documents" in sources and "spans" in self.data:
+            raise ParameterError(f"{name}.data.spans: the spans of your own documents are sampled from them "
+                                 f"(data_processing.declutr_spans); leave {name}.data.spans out",
+                                 key=f"{name}.data.spans")
+        return sources
+
+    def inputs(self, name: str | None = None) -> dict[str, str]:
+        """The family pipeline's input names -> this method's catalog data sets: the
+        family's defaults, the data sets ``data`` names, and for own data the data sets
+        the method's preparation writes (``<name>.own_<input>``; own documents bring
+        their own ``<name>.own_spans``)."""
+        mapping = {**FAMILIES[self.family], **{k: v for k, v in self.data.items() if is_dataset_name(v)}}
+        sources = self.sources(name or "method")
+        if sources and name is None:
+            raise ValueError("a method reading its own data needs its name to name its prepared data sets")
+        for key in sources:
+            mapping[key] = own_dataset(name, key)
+        if "documents" in sources:
+            mapping["spans"] = own_dataset(name, "spans")
+        return mapping
+
+    def data_label(self, input_name: str) -> str:
+        """What ``input_name`` is read from, as recorded with the model: a catalog data
+        set name, or the own-data source (its path or ``hub:<id>:<split>``)."""
+        value = self.data.get(input_name, FAMILIES[self.family].get(input_name))
+        return value if is_dataset_name(value) else parse_source(input_name, value, f"data.{input_name}").origin
 
     def training_config(self):
         from contrastive_sentence_embeddings.training.trainer import TrainingConfig
@@ -339,6 +548,9 @@ def seeded_block(block: Mapping, seed: int) -> dict:
         training["checkpoint_dir"] = f"{training['checkpoint_dir']}/seed{seed}"
     return {**block, "training": training}
 
+
+# The families whose training node can fan out over processes (training/fanout.py).
+FANOUT_FAMILIES = ("sentences", "documents")
 
 # The data families: each training pipeline's inputs, with the catalog data sets they
 # read by default. A method's ``data`` block remaps them.
@@ -431,7 +643,7 @@ def _named_key(error: BaseException, where: str) -> str | None:
     ``where`` (``TrainingConfig`` and the methods word it their own way)."""
     import re
 
-    match = re.search(r"unknown [\w ]*parameter\(s\):? (\w+)", str(error))
+    match = re.search(r"unknown [\w ]*parameter\(s\):? (\w+)", str(error)) or re.match(r"(\w+) must be", str(error))
     return f"{where}.{match.group(1)}" if match else None
 
 

@@ -13,6 +13,8 @@
 * ``MetricsFolderDataset``: a folder of per-model metrics files that may be empty.
 * ``SentenceEncoderDataset``: a trained model (``<method>.model``), saved for
   sentence-transformers and AutoModel, named after its catalog entry.
+* ``ModelCardDataset``: the ``README.md`` model card inside a trained model's folder
+  (``<method>.model_card``), written atomically, and only into a saved model.
 * ``EmbeddingCacheDataset``: a content-addressed embedding cache filled in place.
 * ``PairPredictionsDataset``: a model's per-pair STS predictions, for bootstrap tests.
 """
@@ -29,6 +31,7 @@ from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import get_filepath_str
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import ParquetDataset
+from kedro_datasets.text import TextDataset
 
 from contrastive_sentence_embeddings.crash_points import crash_point
 
@@ -118,6 +121,30 @@ class AtomicParquetDataset(_AtomicSave, ParquetDataset):
 
 class AtomicJSONDataset(_AtomicSave, JSONDataset):
     """``json.JSONDataset`` with an atomic local save (see the module docstring)."""
+
+
+class ModelCardDataset(_AtomicSave, TextDataset):
+    """A model card: ``README.md`` in a trained model's folder, UTF-8, replaced
+    atomically. It is written after the model is scored, so it is saved only into a
+    folder that holds a saved model (``cse_metadata.json``): a card on its own would
+    make a folder that the next training save refuses to replace, as it would not
+    look like a model. A new save of the model replaces the whole folder, card
+    included, so a stale card never outlives the weights it describes."""
+
+    def __init__(self, *, filepath: str, metadata: dict | None = None, **kwargs):
+        fs_args = kwargs.pop("fs_args", None) or {}
+        fs_args.setdefault("open_args_load", {"mode": "r", "encoding": "utf-8"})
+        fs_args.setdefault("open_args_save", {"mode": "w", "encoding": "utf-8"})
+        super().__init__(filepath=filepath, metadata=metadata, fs_args=fs_args, **kwargs)
+
+    def save(self, data: str) -> None:
+        from contrastive_sentence_embeddings.encoding import METADATA_FILE
+
+        folder = Path(get_filepath_str(self._filepath, self._protocol)).parent
+        if getattr(self, "_protocol", "file") == "file" and not (folder / METADATA_FILE).is_file():
+            raise DatasetError(f"{folder}: no saved model here (no {METADATA_FILE}); a model card is written "
+                               "into the folder of the model it describes, after that model is trained")
+        super().save(data)
 
 
 from kedro_datasets.partitions import PartitionedDataset  # noqa: E402

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
@@ -14,6 +15,43 @@ from contrastive_sentence_embeddings.config import (
     seeded_block,
     validate_parameters,
 )
+from contrastive_sentence_embeddings.launch_guard import refuse_launcher_processes
+
+
+class SingleProcessRunHook:
+    """Stops a ``kedro run`` that a launcher started several times over
+    (``torchrun --nproc_per_node 2 -m kedro run``, ``accelerate launch --multi_gpu
+    ... -m kedro run``, torch elastic, ``mpirun``: ``WORLD_SIZE`` or its MPI
+    equivalent > 1), as soon as the context exists, before the catalog is built or any
+    node runs: every process would otherwise run ingestion, data preparation,
+    evaluation and the leaderboard into the same files. The message names the
+    supported way, ``<method>.training.num_processes``.
+
+    The project's own training launcher sets ``CSE_TRAINING_WORKER=1`` in the workers
+    it starts (``launch_guard.WORKER_ENV_VAR``); those are never refused."""
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        methods = None
+        try:
+            methods = list(context.params.get("methods") or [])
+        except Exception:  # noqa: BLE001 - the message only uses the names as an example
+            pass
+        refuse_launcher_processes(os.environ, methods)
+
+
+class GraphParametersHook:
+    """Hands the session's merged parameters (``conf``, its environment and ``--params``)
+    to the registry before anything loads the pipelines, so that the graph is built from
+    what this run was given: ``--params "simcse.data.sentences=my.txt"`` adds the
+    preparation of that file (``pipeline_registry.use_run_parameters``). ``tryfirst``:
+    the strict check below reads ``context.params``, which loads the pipelines."""
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context) -> None:
+        from contrastive_sentence_embeddings.pipeline_registry import use_run_parameters
+
+        use_run_parameters(context.project_path, context.config_loader["parameters"])
 
 
 class StrictParametersHook:

@@ -3,12 +3,15 @@
 The graph is built once (:func:`build_graph`) from the ``methods`` list of the
 parameters: raw-data ingestion, data preparation, the baseline, and for every listed
 method one namespaced instance of its data family's training pipeline followed by the
-shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), plus a
-``transfer.<method>`` instance of ``evaluate`` that adds the SentEval transfer tasks.
+shared ``evaluate`` sub-pipeline (``<method>.train``, ``<method>.evaluate``), a
+``card.<method>`` instance of the model card, written into the model's folder once it
+is scored (``<method>.model_card``), and a ``transfer.<method>`` instance of
+``evaluate`` that adds the SentEval transfer tasks.
 Everything a user runs is cut from that graph, never restated:
 
-* ``<method>``: what the graph needs for ``<method>.metrics`` and its training curve
-  (``to_outputs``: only the data steps that method reads) and the leaderboard;
+* ``<method>``: what the graph needs for ``<method>.metrics``, its training curve and
+  its runs' model cards (``to_outputs``: only the data steps that method reads) and
+  the leaderboard;
 * ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
   models already trained, and the leaderboard;
@@ -16,8 +19,9 @@ Everything a user runs is cut from that graph, never restated:
 * ``__default__``: the whole graph; every evaluation reads the model data set it scores,
   so Kedro orders it after that model's training.
 
-``kedro run --namespaces=simcse`` runs one method's nodes on prepared data (what DVC's
-stage template does); ``--namespaces=transfer.simcse`` its transfer evaluation.
+``kedro run --namespaces=simcse,card.simcse`` runs one method's nodes and its model
+cards on prepared data (what DVC's stage template does); ``--namespaces=transfer.simcse``
+its transfer evaluation.
 
 Adding a method is a parameter block (``conf/base/parameters_<name>.yml`` with its
 ``kind``) and its name in ``methods`` (``conf/base/parameters.yml``); see
@@ -27,6 +31,7 @@ Adding a method is a parameter block (``conf/base/parameters_<name>.yml`` with i
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,15 +39,34 @@ from pathlib import Path
 from kedro.pipeline import Pipeline
 
 from contrastive_sentence_embeddings.config import MethodConfig, method_configs
-from contrastive_sentence_embeddings.pipelines import data_processing, evaluation, leaderboard, raw_data, training
+from contrastive_sentence_embeddings.pipelines import (
+    data_processing,
+    evaluation,
+    leaderboard,
+    own_data,
+    raw_data,
+    training,
+)
 from contrastive_sentence_embeddings.pipelines.data_processing.pipeline import PREPARED
 
 TRANSFER_NAMESPACE = "transfer"
+# The model cards have their own namespace: inside the method's, the method's
+# namespace would read the data reports (reporting) and write per-pair predictions
+# (model_output) and models, a cycle among kedro-viz's layers that switches them off.
+CARD_NAMESPACE = "card"
 
 # The leaderboard and the transfer instances read a method's data sets (simcse.metrics,
 # simcse.model) from outside its namespace on purpose; Kedro warns about the dot in
 # such names on every run.
 warnings.filterwarnings("ignore", message="One or more dataset names contain '.'", category=UserWarning)
+
+
+def data_reports(graph: Pipeline, run: str) -> list[str]:
+    """The ``report_<step>`` outputs of the nodes ``graph`` runs before ``<run>.train``:
+    the data steps that prepared what the run trains on (none for data that no node
+    of the graph writes). Read from the graph, so any step that reports is found."""
+    upstream = graph.to_nodes(f"{run}.train")
+    return sorted(output for output in upstream.all_outputs() if output.startswith("report_"))
 
 
 def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
@@ -59,7 +83,7 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
         pipeline += Pipeline(
             template,
             namespace=run,
-            inputs={**config.inputs(), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
+            inputs={**config.inputs(name), **{shared: shared for shared in training.pipeline.SHARED_INPUTS
                                           | evaluation.pipeline.SHARED_INPUTS
                                           if shared in template.inputs()}},
             parameters={"params:block": f"params:{run}", "params:encoder": "params:encoder",
@@ -73,6 +97,46 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
             inputs={f"metrics_{i}": f"{run}.metrics" for i, run in enumerate(runs)}
             | {f"training_curve_{i}": f"{run}.training_curve" for i, run in enumerate(runs)},
             tags=["method", config.kind, config.family],
+        )
+    return pipeline
+
+
+def card_pipeline(name: str, config: MethodConfig, graph: Pipeline) -> Pipeline:
+    """The model card of each of ``name``'s runs, under namespace ``card.<run>``:
+    ``<run>.model`` and ``<run>.metrics`` and the reports of the data steps that fed
+    the training in ``graph`` -> ``<run>.model_card`` (README.md in the model's folder)."""
+    pipeline = Pipeline([])
+    for run in config.run_names(name):
+        reports = data_reports(graph, run)
+        pipeline += Pipeline(
+            evaluation.model_card_pipeline(reports),
+            namespace=f"{CARD_NAMESPACE}.{run}",
+            inputs={"model": f"{run}.model", "metrics": f"{run}.metrics", **{report: report for report in reports}},
+            outputs={"model_card": f"{run}.model_card"},
+            parameters={"params:data_processing": "params:data_processing", "params:raw_data": "params:raw_data"},
+            tags=["method", config.kind, config.family],
+        )
+    return pipeline
+
+
+def own_data_pipeline(name: str, config: MethodConfig) -> Pipeline:
+    """The preparation of ``name``'s own data: for every template input whose
+    ``data.<input>`` is a source (a path or a mapping), not a catalog data set, the
+    ``own_data`` template under namespace ``name``, reading ``params:<name>.data.<input>``
+    and writing ``<name>.own_<input>`` and its report ``report_<name>.<input>``. Every
+    seed of the method trains on the same prepared data."""
+    pipeline = Pipeline([])
+    for input_name in config.sources(name):
+        template = own_data.create_pipeline(input_name, name)
+        reports = ({"report_documents": f"report_{name}.documents", "report_spans": f"report_{name}.spans"}
+                   if input_name == "documents" else {"report": f"report_{name}.{input_name}"})
+        shared = {p: p for p in own_data.pipeline.SHARED_PARAMETERS if p in template.inputs()}
+        pipeline += Pipeline(
+            template,
+            namespace=name,
+            outputs=reports,
+            parameters={own_data.pipeline.SOURCE: f"params:{name}.data.{input_name}", **shared},
+            tags=["own_data", config.kind, config.family],
         )
     return pipeline
 
@@ -99,7 +163,9 @@ def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():
-        graph += method_pipeline(name, config) + transfer_pipeline(name, config)
+        graph += own_data_pipeline(name, config) + method_pipeline(name, config) + transfer_pipeline(name, config)
+    for name, config in methods.items():  # the cards read what the graph prepared for each run
+        graph += card_pipeline(name, config, graph)
     return graph
 
 
@@ -121,12 +187,15 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
     methods = list(methods)
     pipelines = {
         "raw_data": graph.only_nodes_with_tags("raw_data"),
-        "data_processing": graph.to_outputs(*PREPARED),
+        # the built-in prepared data and every method's own data (they read no input)
+        "data_processing": graph.to_outputs(*PREPARED) + graph.only_nodes_with_tags("own_data"),
         "baseline": with_leaderboard(graph.to_outputs("baseline_metrics"), ["baseline_metrics"]),
         "leaderboard": leaderboard.create_pipeline(),
     }
     for name in methods:
-        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve"),
+        cards = sorted(output for output in graph.all_outputs()
+                       if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.model_card", output))
+        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *cards),
                                            [f"{name}.metrics"])
     transfer = transfer_outputs(methods) + ["baseline_transfer_metrics"]
     transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes(
@@ -147,6 +216,36 @@ def project_root(start: Path | None = None) -> Path:
     return Path(root)
 
 
+# The parameters of the Kedro session about to run (its environment and `--params`
+# included), keyed by its project folder; set by hooks.GraphParametersHook.
+_run_parameters: tuple[Path, dict] | None = None
+
+
+def use_run_parameters(project_path: Path | str, parameters: Mapping) -> None:
+    """Build the graph from ``parameters``, the merged parameters of the session about
+    to run, rather than from ``conf`` alone: Kedro calls ``register_pipelines()``
+    without arguments, so without this ``kedro run --params "simcse.data.sentences=my.txt"``
+    (a method's own data, which adds preparation nodes to the graph) could not change
+    the graph. Kedro caches the pipelines it loaded; when the parameters differ from
+    those the cache was built from, it is told to load them again."""
+    global _run_parameters
+    chosen = (Path(project_path).resolve(), dict(parameters))
+    if chosen == _run_parameters:
+        return
+    _run_parameters = chosen
+    from kedro.framework.project import PACKAGE_NAME, pipelines
+
+    if PACKAGE_NAME:
+        pipelines.configure(f"{PACKAGE_NAME}.pipeline_registry")  # public API: drops the cached pipelines
+
+
+def run_parameters(root: Path) -> dict | None:
+    """The session's parameters (:func:`use_run_parameters`) when they are ``root``'s."""
+    if _run_parameters is not None and _run_parameters[0] == Path(root).resolve():
+        return _run_parameters[1]
+    return None
+
+
 def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
     """The merged parameters the graph's shape comes from: ``conf/base`` and the
     environment in ``KEDRO_ENV`` (the ``methods`` list belongs in ``conf/base``, so that
@@ -162,5 +261,8 @@ def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
 
 
 def register_pipelines() -> dict[str, Pipeline]:
-    methods = method_configs(graph_parameters())
+    """The user pipelines, from the running session's parameters (``--params`` included)
+    or, outside a session (kedro viz, DVC's checks), from ``conf``."""
+    root = project_root()
+    methods = method_configs(run_parameters(root) or graph_parameters(root))
     return user_pipelines(build_graph(methods), methods)

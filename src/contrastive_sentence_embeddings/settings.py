@@ -5,9 +5,18 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # Every parameter block is parsed strictly before any node runs: a misspelt key is an
 # error naming the key and the file that set it (config.py).
 # A method's seeds (`seeds: [42, 43, 44]`) each get their block in the catalog.
-from contrastive_sentence_embeddings.hooks import SeedRunsHook, StrictParametersHook  # noqa: E402
+# The graph is built from the run's parameters, `--params` included (own data adds nodes).
+# A `kedro run` started as one of several launcher processes (torchrun, accelerate
+# launch --multi_gpu, mpirun) stops before any node: training starts its own workers.
+from contrastive_sentence_embeddings.hooks import (  # noqa: E402
+    GraphParametersHook,
+    SeedRunsHook,
+    SingleProcessRunHook,
+    StrictParametersHook,
+)
 
-HOOKS = (StrictParametersHook(), SeedRunsHook())
+# Pluggy calls the last registered hook first: the refusal comes before anything else.
+HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), SingleProcessRunHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

@@ -65,12 +65,14 @@ def test_unknown_mode_is_rejected(tiny_mirror):
 
 
 def test_hub_stsb_rows_are_written_in_the_senteval_layout(tmp_path):
+    from contrastive_sentence_embeddings.data.sts_hub import hub_pairs, write_stsb_split
+
     rows = [
         {"sentence1": "A man\tplays.", "sentence2": "A man is\nplaying.", "score": 4.4},
         {"sentence1": "x y", "sentence2": "z", "score": 0},
     ]
     path = tmp_path / "STSBenchmark" / "sts-train.csv"
-    raw_sources.write_stsb_senteval_layout(path, rows, origin="mteb/stsbenchmark-sts")
+    write_stsb_split(path, hub_pairs(rows, "mteb/stsbenchmark-sts")[0], origin="mteb/stsbenchmark-sts")
     report = StepReport("t")
     table = read_stsb(RawFile(path), "train", report, on_bad_input="error")
     assert table[["sentence1", "sentence2", "score"]].values.tolist() == [

@@ -66,6 +66,19 @@ def test_model_fingerprint_changes_with_the_weights(tmp_path):
     assert evaluator.model_fingerprint("bert-base-uncased") == "bert-base-uncased"
 
 
+def test_writing_a_model_card_does_not_change_the_fingerprint(tmp_path):
+    """The card is written after evaluation: the transfer scores and the leaderboard
+    must still see the weights they scored."""
+    (tmp_path / "model.safetensors").write_bytes(b"one")
+    before = evaluator.model_fingerprint(str(tmp_path))
+    (tmp_path / "README.md").write_text("---\nlibrary_name: sentence-transformers\n---\n")
+    (tmp_path / ".README.md.writing-0123").write_text("half a card")
+    assert evaluator.model_fingerprint(str(tmp_path)) == before
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text("{}")
+    assert evaluator.model_fingerprint(str(tmp_path)) != before
+
+
 def test_sts_intervals_and_per_pair_predictions_for_significance(tiny_bert_dir, sts_partitions, tmp_path):
     from scipy.stats import spearmanr
 

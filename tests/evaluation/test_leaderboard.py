@@ -85,7 +85,8 @@ def seeded_runs():
                                 training={"examples_seen": 640, "train_seconds": 10.0}),
         "simcse.seed2": metrics("simcse.seed2", "simcse", "cls", 78.0, seed=2,
                                 training={"examples_seen": 640, "train_seconds": 12.0}),
-        "scd": metrics("scd", "scd", "cls", 60.5, seed=1, training={"examples_seen": 320, "train_seconds": 5.0}),
+        "scd": metrics("scd", "scd", "cls", 60.5, seed=1,
+                       training={"examples_seen": 320, "train_seconds": 5.0, "best_step": 0}),
     }
     from contrastive_sentence_embeddings.evaluation.significance import summarise_seed_runs
 
@@ -118,6 +119,19 @@ def test_each_trained_row_is_tested_against_its_starting_encoder(seeded_runs):
     markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]))
     assert "n.s." in next(line for line in markdown.splitlines() if line.startswith("| scd |"))
     assert "## Each seed's run" in markdown and "| simcse.seed1 |" in markdown
+
+
+def test_a_run_that_kept_its_starting_weights_says_so(seeded_runs):
+    """CLSR on an encoder already trained for STS can keep step 0 (no step beats the
+    start on dev): two such runs then score the same, and the table must say why."""
+    table, _ = seeded_runs
+    assert table.set_index("model").loc["scd", "best_step"] == 0
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]))
+    header = next(line for line in markdown.splitlines() if line.startswith("| model |"))
+    scd_row = next(line for line in markdown.splitlines() if line.startswith("| scd |"))
+    kept = header.strip("|").split("|").index(" kept step ")
+    assert scd_row.strip("|").split("|")[kept].strip() == "0"
+    assert "0 means no training step beat the starting weights" in markdown
 
 
 def test_an_equal_budget_keeps_the_baselines_and_the_runs_that_saw_it(seeded_runs):

@@ -30,7 +30,10 @@ def main(encoder_dir: str, data_dir: str, out_dir: str) -> None:
                   "method": {"projector_widths": [16, 16]} if method == "scd" else {}}
         trained, result = train_on_sentences(sentences, encoder_dir, params)
         results[method] = summary(trained.encoder, result)
-    params = {"kind": "declutr", "pooling": "mean", "training": {**training, "batch_size": 2}, "method": {"mlm": True}}
+    # 8 documents, 2 per process: a global batch of 4, two steps an epoch; the spans have
+    # two epochs, so the third step starts the second (each epoch its own spans).
+    params = {"kind": "declutr", "pooling": "mean", "training": {**training, "batch_size": 2, "epochs": 2},
+              "method": {"mlm": True}}
     trained, result = train_on_documents(pd.read_parquet(data / "documents.parquet"),
                                          pd.read_parquet(data / "spans.parquet"), encoder_dir, params)
     results["declutr"] = summary(trained.encoder, result)

@@ -96,13 +96,14 @@ def keep_long_documents(
     report: StepReport,
     unk_token_id: int | None = None,
     max_unk_fraction: float | None = None,
+    what: str = "long_documents",
 ) -> pd.DataFrame:
     """Documents with at least ``min_tokens`` tokens (column ``n_tokens``); the others
     are counted under one reason, with examples. With ``unk_token_id`` and
     ``max_unk_fraction``, documents whose share of unknown tokens (column
     ``input_ids``) is above ``max_unk_fraction`` are dropped and counted first:
     text the tokenizer cannot represent is no training signal. An empty result is
-    an error."""
+    an error naming ``what``."""
     if unk_token_id is not None and max_unk_fraction is not None:
         fractions = documents["input_ids"].map(lambda ids: unknown_token_fraction(ids, unk_token_id))
         mostly_unknown = fractions > max_unk_fraction
@@ -112,5 +113,27 @@ def keep_long_documents(
     long_enough = documents["n_tokens"] >= min_tokens
     for source in documents.loc[~long_enough, "source"]:
         report.drop(f"fewer than {min_tokens} tokens", where=source)
-    require_rows(int(long_enough.sum()), f"long_documents (no document of at least {min_tokens} tokens)")
+    require_rows(int(long_enough.sum()), f"{what} (no document of at least {min_tokens} tokens)")
     return documents.loc[long_enough].reset_index(drop=True)
+
+
+def tokenized_long_documents(
+    documents: pd.DataFrame,
+    tokenizer,
+    min_tokens: int,
+    report: StepReport,
+    batch_size: int = 64,
+    max_unk_fraction: float | None = None,
+    what: str = "long_documents",
+) -> pd.DataFrame:
+    """``documents`` (``DOCUMENT_COLUMNS``) tokenised once with ``tokenizer`` (columns
+    ``input_ids`` and ``n_tokens`` added) and filtered by :func:`keep_long_documents`;
+    ``report.rows_out`` and the tokens kept are recorded. The built-in documents and
+    the user's own go through this same step."""
+    documents = documents.copy()
+    documents["input_ids"] = tokenize_documents(documents["text"].tolist(), tokenizer, batch_size)
+    documents["n_tokens"] = documents["input_ids"].map(len)
+    kept = keep_long_documents(documents, min_tokens, report, tokenizer.unk_token_id, max_unk_fraction, what)
+    report.rows_out = len(kept)
+    report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
+    return kept

@@ -9,7 +9,9 @@ source          mirror sub-directory     Hub (machines with internet)
 ``wiki``        ``wiki/``                ``princeton-nlp/datasets-for-simcse`` (wiki1m)
 ``longdocs``    ``longdocs/``            ``Salesforce/wikitext`` (``wikitext-2-v1``)
 ``openwebtext`` ``openwebtext/``         ``Skylion007/openwebtext``
-``sts``         ``sts/``                 ``mteb/stsbenchmark-sts`` (STS-B only)
+``sts``         ``sts/``                 ``mteb/sts12-sts`` .. ``mteb/sts16-sts``,
+                                         ``mteb/stsbenchmark-sts``, ``mteb/sickr-sts``
+                                         (see :mod:`.sts_hub` for what they lack)
 ``nli``         ``nli/``                 ``stanfordnlp/snli``, ``nyu-mll/multi_nli``
 ``transfer``    ``transfer/``            none: SentEval's ``get_transfer_data.bash``
 =============== ======================== =================================================
@@ -144,11 +146,35 @@ def _fetch_from_hub(
 # --- Hub fetchers: each writes the mirror layout of its source into ``dest`` ---------
 
 
+# The default Hub repositories of each source (``raw_data.hub.<source>`` may name others).
+WIKI_REPO = "princeton-nlp/datasets-for-simcse"
+WIKITEXT_REPO = "Salesforce/wikitext"
+OPENWEBTEXT_REPO = "Skylion007/openwebtext"
+NLI_REPOS = {"snli": "stanfordnlp/snli", "multinli": "nyu-mll/multi_nli"}
+
+
+def hub_dataset_ids(source: str, options: dict[str, Any] | None = None) -> list[str]:
+    """The Hub data sets a raw source stands for (what its fetcher downloads, with the
+    ``raw_data.hub.<source>`` options applied), whichever way the files arrived: the
+    offline mirror holds samples of the same data. For ``sts``, the STS-B repository
+    (the only STS set any method trains on). Empty for a source with no Hub counterpart
+    (the SentEval transfer tasks)."""
+    options = options or {}
+    if source == "nli":
+        return list(options.get("repo_ids", NLI_REPOS).values())
+    if source == "sts":
+        from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
+
+        return [dict(options.get("repo_ids") or {}).get("stsb", HUB_REPOS["stsb"])]
+    default = {"wiki": WIKI_REPO, "longdocs": WIKITEXT_REPO, "openwebtext": OPENWEBTEXT_REPO}.get(source)
+    return [options.get("repo_id", default)] if default else []
+
+
 def _fetch_wiki(dest: Path, options: dict[str, Any]) -> None:
     from huggingface_hub import hf_hub_download
 
     path = hf_hub_download(
-        repo_id=options.get("repo_id", "princeton-nlp/datasets-for-simcse"),
+        repo_id=options.get("repo_id", WIKI_REPO),
         filename=options.get("filename", "wiki1m_for_simcse.txt"),
         repo_type="dataset",
     )
@@ -158,7 +184,7 @@ def _fetch_wiki(dest: Path, options: dict[str, Any]) -> None:
 def _fetch_longdocs(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
-    repo = options.get("repo_id", "Salesforce/wikitext")
+    repo = options.get("repo_id", WIKITEXT_REPO)
     config = options.get("config", "wikitext-2-v1")
     for split, short in (("validation", "valid"), ("test", "test")):
         rows = load_dataset(repo, config, split=split)
@@ -169,33 +195,23 @@ def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
     rows = load_dataset(
-        options.get("repo_id", "Skylion007/openwebtext"), split="train", streaming=True
+        options.get("repo_id", OPENWEBTEXT_REPO), split="train", streaming=True
     )
     documents = _until_limit((row["text"] for row in rows), options.get("max_documents"))
     write_lines(dest / "train.txt", (one_line(doc) for doc in documents))
 
 
 def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
-    from datasets import load_dataset
+    from contrastive_sentence_embeddings.config import parse_strict
+    from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions, fetch_sts
 
-    repo = options.get("stsb_repo_id", "mteb/stsbenchmark-sts")
-    for split, short in (("train", "train"), ("validation", "dev"), ("test", "test")):
-        rows = load_dataset(repo, split=split)
-        write_stsb_senteval_layout(
-            dest / "STSBenchmark" / f"sts-{short}.csv", rows, origin=repo
-        )
-    logger.warning(
-        "raw sts: the Hub provides STS-B only; STS12-16 and SICK come from SentEval's "
-        "data script (put them in the offline mirror)."
-    )
+    fetch_sts(dest, parse_strict(StsHubOptions, options, "raw_data.hub.sts"))
 
 
 def _fetch_nli(dest: Path, options: dict[str, Any]) -> None:
     from datasets import load_dataset
 
-    repos = options.get(
-        "repo_ids", {"snli": "stanfordnlp/snli", "multinli": "nyu-mll/multi_nli"}
-    )
+    repos = options.get("repo_ids", NLI_REPOS)
     for name, repo in repos.items():
         for split, rows in load_dataset(repo).items():
             frame = rows.to_pandas()[["premise", "hypothesis", "label"]]
@@ -220,30 +236,6 @@ def write_lines(path: Path, lines: Iterable[str]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for line in lines:
             handle.write(line + "\n")
-
-
-def write_stsb_senteval_layout(
-    path: Path, rows: Iterable[dict[str, Any]], origin: str
-) -> None:
-    """STS-B rows with ``sentence1``, ``sentence2`` and a 0-5 ``score`` written as
-    SentEval's 7-column TSV: genre, file, year, id, score, s1, s2."""
-    write_lines(
-        path,
-        (
-            "\t".join(
-                [
-                    str(row.get("genre", "hub")),
-                    origin,
-                    str(row.get("year", "")),
-                    f"{i:04d}",
-                    f"{float(row['score']):.3f}",
-                    one_line(row["sentence1"]),
-                    one_line(row["sentence2"]),
-                ]
-            )
-            for i, row in enumerate(rows)
-        ),
-    )
 
 
 RAW_SOURCES: dict[str, RawSource] = {

@@ -215,9 +215,11 @@ def sample_spans(
     seed: int,
     epochs: int,
     report: StepReport,
+    what: str = "declutr_spans",
 ) -> pd.DataFrame:
     """One row per (epoch, document, anchor) with its positives; documents too short
-    for the spans drawn are skipped and counted, never an error."""
+    for the spans drawn are skipped and counted, never an error (but no document with
+    spans at all is, naming ``what``)."""
     rows = []
     kept_documents = 0
     for epoch in range(epochs):
@@ -235,6 +237,6 @@ def sample_spans(
                 rows.append((epoch, doc_id, anchor, start, end, pos_starts, pos_ends))
     # rows in/out count (document, epoch) pairs; the table has one row per anchor.
     report.rows_out = kept_documents
-    require_rows(kept_documents, "declutr_spans (no document long enough for the sampled spans)")
+    require_rows(kept_documents, f"{what} (no document long enough for the sampled spans)")
     report.extra["anchor_rows"] = len(rows)
     return pd.DataFrame(rows, columns=SPAN_COLUMNS)

@@ -136,11 +136,12 @@ def clean_and_filter_sentences(
     min_words: int,
     max_words: int,
     drop_unk: bool = True,
+    what: str = "wiki_sentences",
 ) -> pd.DataFrame:
     """Normalise whitespace and unicode, then drop (counted) blank sentences, those
     with WikiText's ``<unk>`` placeholder, those with no letters, those outside
     ``[min_words, max_words]`` whitespace words, and case-insensitive duplicates
-    (the first occurrence is kept)."""
+    (the first occurrence is kept). No sentence left is an error naming ``what``."""
     kept_rows = []
     seen: set[str] = set()
     for sentence, source in zip(candidates["sentence"], candidates["source"]):
@@ -161,7 +162,7 @@ def clean_and_filter_sentences(
         else:
             seen.add(text.casefold())
             kept_rows.append((text, source, n_words))
-    require_rows(len(kept_rows), "wiki_sentences (no sentence left after cleaning and filtering)")
+    require_rows(len(kept_rows), f"{what} (no sentence left after cleaning and filtering)")
     return pd.DataFrame(kept_rows, columns=["sentence", "source", "n_words"])
 
 

@@ -15,7 +15,9 @@ leaderboard keeps the newest result of a model) and ``model_fingerprint`` (see
 were computed on: the number of pairs of every STS task (``pairs``) against the
 benchmark's size (``benchmark_pairs``), a warning for every difference
 (``warnings``), and the rows read, dropped (by reason, with ``file:line``) and read
-as variants (``data``). It lives in the metrics file itself, so the evaluation
+as variants (``data``), and where the STS data came from (``sts_source``: mirror or
+hub; for the Hub also ``sts_hub``, ``sts_unavailable`` and ``sts_notes``, see
+:func:`sts_source_report`). It lives in the metrics file itself, so the evaluation
 nodes save it with no catalog entry of its own.
 With ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
 ``sts_avg_ci``: ``[low, high]`` percentile bootstrap intervals of the "all" Spearman
@@ -35,6 +37,7 @@ import numpy as np
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, read_model_metadata
 from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
@@ -48,8 +51,10 @@ from contrastive_sentence_embeddings.evaluation.sts import (
     distinct_sentences,
     pair_counts,
     read_sts_benchmark,
+    read_sts_provenance,
     read_stsb_split,
     score_sts,
+    unavailable_scores,
 )
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.evaluation.transfer import (
@@ -119,12 +124,17 @@ class EvaluationData:
     geometry: StsSubset | None = None
     report: StepReport = field(default_factory=lambda: StepReport("evaluation_data"))
     warnings: list[str] = field(default_factory=list)
+    # Where the STS files came from (``read_sts_provenance``): the mirror, or the Hub.
+    sts_provenance: dict = field(default_factory=lambda: {"source": "mirror"})
 
     @classmethod
     def read(cls, raw_sts: Partitions, raw_transfer: Partitions, settings: EvaluationSettings) -> "EvaluationData":
         data = cls()
         if settings.sts:
             data.sts = read_sts_benchmark(raw_sts, data.report, settings.on_bad_input)
+            data.sts_provenance = read_sts_provenance(raw_sts)
+            for note in sts_source_report(data.sts, data.sts_provenance).get("sts_notes", []):
+                logger.warning("STS data: %s", note)
         if settings.alignment:
             pid = STSB_FILES[settings.alignment_split]
             if data.sts and settings.alignment_split == "test":
@@ -155,6 +165,8 @@ class EvaluationData:
             "warnings": list(self.warnings),
             "data": self.report.to_dict(),
         }
+        if self.sts:
+            report.update(sts_source_report(self.sts, self.sts_provenance))
         if self.geometry is not None:
             report["alignment_pairs"] = len(self.geometry)
         return report
@@ -165,6 +177,33 @@ class EvaluationData:
         if self.geometry is not None:
             suite["_geometry"] = [self.geometry]
         return distinct_sentences(suite)
+
+
+def sts_source_report(suite: Mapping[str, Sequence[StsSubset]], provenance: Mapping) -> dict:
+    """The ``evaluation_report`` keys saying where the STS data came from:
+    ``sts_source`` (``mirror`` or ``hub``); for the Hub, ``sts_hub`` (each task's
+    repository and revision), ``sts_unavailable`` (the scores the Hub copies cannot
+    give, see :func:`.sts.unavailable_scores`) and ``sts_notes`` in words."""
+    source = {"sts_source": str(provenance.get("source", "mirror"))}
+    missing = unavailable_scores(suite)
+    if source["sts_source"] == "mirror" and not missing:
+        return source
+    tasks = provenance.get("tasks") or {}
+    source["sts_hub"] = {task: {"repo_id": entry.get("repo_id"), "revision": entry.get("revision")}
+                         for task, entry in tasks.items()}
+    source["sts_unavailable"] = missing
+    pooled = [task for task, subsets in suite.items() if any(subset.pooled for subset in subsets)]
+    notes = []
+    if pooled:
+        notes.append(f"{', '.join(pooled)}: the pairs carry no SentEval subset, so only the pooled \"all\" "
+                     "Spearman (one correlation over every pair, as SentEval's \"all\") is reported; the "
+                     "per-subset scores and the _wmean values are not computable: "
+                     f"{', '.join(missing)}")
+    if tasks.get("sickr", {}).get("repo_id") == HUB_REPOS["sickr"]:
+        notes.append(f"sickr: {HUB_REPOS['sickr']} is all of SICK (train, trial and test), not SentEval's "
+                     "SICK-R test split; its score is not the papers' SICK-R (see the pair counts)")
+    source["sts_notes"] = notes
+    return source
 
 
 def sts_pair_predictions(

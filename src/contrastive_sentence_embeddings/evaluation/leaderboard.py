@@ -32,7 +32,7 @@ HEADERS = {
     "sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
     "stsb": "STS-B", "sickr": "SICK-R", "sts_avg": "STS avg", "sts_avg_wmean": "STS avg (wmean)",
     "transfer_avg": "Transfer avg", "MRPC_f1": "MRPC F1", "paper_sts_avg": "paper STS avg",
-    "base_encoder": "base encoder", "evaluated_at": "evaluated (UTC)",
+    "base_encoder": "base encoder", "evaluated_at": "evaluated (UTC)", "best_step": "kept step",
 }
 # Metrics files written before results carried a time sort before every dated one.
 _UNDATED = datetime.min.replace(tzinfo=timezone.utc)
@@ -172,7 +172,8 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     main = table[~table["model"].map(is_seed_run)]
     runs = table[table["model"].map(is_seed_run)]
     sts = uncertainty_view(main, alpha) if uncertain else main
-    budget = ["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds"] if uncertain else STS_COLUMNS
+    budget = (["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds", "best_step"] if uncertain
+              else STS_COLUMNS)
     parts = [
         "# Leaderboard",
         "",
@@ -189,7 +190,9 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
             "run below). `vs base`: STS avg difference to the untrained encoder with the same pooling, from a "
             "paired bootstrap over the pairs of all 7 tasks (1,000 resamples; for several seeds, the mean "
             f"difference and the largest p-value); `n.s.`: not significant at p < {alpha}. "
-            "`examples_seen` and `train_seconds` are the training budget (mean over seeds).",
+            "`examples_seen` and `train_seconds` are the training budget (mean over seeds); `kept step` is the "
+            "step whose weights were kept (best dev score; mean over seeds): 0 means no training step beat the "
+            "starting weights, so the row scores the starting encoder (with any newly initialised layers).",
             "",
         ]
     parts += [markdown_table(sts, [*identity, *budget, "paper_sts_avg"]), ""]
@@ -304,11 +307,12 @@ def add_uncertainty(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping]
         budget = metrics.get("training") or {}
         values["examples_seen"] = budget.get("examples_seen")
         values["train_seconds"] = budget.get("train_seconds")
+        values["best_step"] = budget.get("best_step")
         for key, value in values.items():
             columns.setdefault(key, []).append(np.nan if value is None else float(value))
     for key, values in columns.items():
         table[key] = values
-    for key in ("n_seeds", "examples_seen"):  # counts, shown without decimals
+    for key in ("n_seeds", "examples_seen", "best_step"):  # counts and steps, shown without decimals
         table[key] = table[key].round().astype("Int64")
     return table
 

@@ -6,6 +6,12 @@
 * STS-B: ``sts-test.csv``, SentEval's 7-column TSV.
 * SICK-R: ``SICK_test_annotated.txt`` with a header row (4,927 pairs).
 
+The same layout converted from the Hub copies (:mod:`..data.sts_hub`) holds each of
+STS12-16 as one subset, ``hub-pooled``, since the Hub rows do not say which subset a
+pair belongs to: such a year is marked ``pooled`` and scored with the "all" setting
+only. ``hub_source.json`` beside the files says where they came from
+(:func:`read_sts_provenance`).
+
 Scores are Spearman correlations x 100 of the cosine similarities with the gold
 scores. SimCSE, SCD and ImSimCSE report the SentEval "all" setting (one Spearman
 over all subsets of a year concatenated); DeCLUTR and CLSR report "wmean" (the
@@ -14,6 +20,7 @@ subsets' Spearman values averaged, weighted by their numbers of pairs).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -25,6 +32,7 @@ from scipy.stats import spearmanr
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport, handle_bad_input
+from contrastive_sentence_embeddings.data.sts_hub import POOLED_SUBSET, PROVENANCE_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +45,15 @@ SICK_SCORE_RANGE = (1.0, 5.0)
 # score computed on another number of pairs is flagged in the evaluation report.
 BENCHMARK_PAIRS = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186,
                    "stsb": 1379, "sickr": 4927, "stsb_dev": 1500, "sickr_dev": 500}
+# SentEval's subsets of each year (the mirror's files): the per-subset scores a pooled
+# year cannot give.
+SENTEVAL_SUBSETS = {
+    "sts12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "sts13": ("FNWN", "OnWN", "headlines"),
+    "sts14": ("OnWN", "deft-forum", "deft-news", "headlines", "images", "tweet-news"),
+    "sts15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "sts16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
 
 
 def check_gold_score(score: float, score_range: tuple[float, float]) -> str | None:
@@ -51,13 +68,15 @@ def check_gold_score(score: float, score_range: tuple[float, float]) -> str | No
 
 @dataclass(frozen=True)
 class StsSubset:
-    """Scored sentence pairs of one subset (e.g. STS12 MSRpar)."""
+    """Scored sentence pairs of one subset (e.g. STS12 MSRpar). ``pooled``: the pairs of
+    several subsets whose labels are unknown (a Hub copy), so no per-subset score."""
 
     task: str
     subset: str
     sentence1: list[str]
     sentence2: list[str]
     scores: np.ndarray
+    pooled: bool = False
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -105,7 +124,8 @@ def read_sts_subset(
         sentence2.append(fields[1])
         values.append(score)
     report.rows_out += len(values)
-    return StsSubset(task, subset, sentence1, sentence2, np.asarray(values, dtype=float))
+    return StsSubset(task, subset, sentence1, sentence2, np.asarray(values, dtype=float),
+                     pooled=subset == POOLED_SUBSET)
 
 
 def read_sts_years(
@@ -125,6 +145,33 @@ def read_sts_years(
             read_sts_subset(raw_sts[pid](), raw_sts[gold_id](), task, subset, report, on_bad_input)
         )
     return years
+
+
+def read_sts_provenance(raw_sts: Mapping[str, Callable[[], RawFile]]) -> dict:
+    """Where the raw STS files came from: the Hub converter's ``hub_source.json`` when it
+    is there (``{"source": "hub", "tasks": {...}}``), else ``{"source": "mirror"}``."""
+    if PROVENANCE_FILE not in raw_sts:
+        return {"source": "mirror"}
+    raw = raw_sts[PROVENANCE_FILE]()
+    try:
+        provenance = json.loads(raw.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadInputError(f"{raw.label}: not a JSON provenance record ({error})") from None
+    if not isinstance(provenance, dict) or "source" not in provenance:
+        raise BadInputError(f"{raw.label}: expected a JSON object with a 'source' key")
+    return provenance
+
+
+def unavailable_scores(suite: Mapping[str, Sequence[StsSubset]]) -> list[str]:
+    """The metric keys a pooled year cannot give: its ``_wmean``, SentEval's per-subset
+    scores (``sts12/MSRpar``, ...) and, if any year is pooled, ``sts_avg_wmean``."""
+    missing = []
+    for task, subsets in suite.items():
+        if any(subset.pooled for subset in subsets):
+            missing += [f"{task}_wmean", *(f"{task}/{name}" for name in SENTEVAL_SUBSETS.get(task, ()))]
+    if missing:
+        missing.append("sts_avg_wmean")
+    return missing
 
 
 def spearman_x100(predicted: Sequence[float], gold: Sequence[float]) -> float:
@@ -238,13 +285,18 @@ def read_sts_benchmark(
 def read_dev_sets(
     raw_sts: Mapping[str, Callable[[], RawFile]], report: StepReport, on_bad_input: str = "skip"
 ) -> dict[str, list[StsSubset]]:
-    """The model-selection sets: STS-B dev and SICK-R trial."""
-    return {
-        "stsb_dev": [read_stsb_split(_partition(raw_sts, STSB_FILES["dev"], "STS-B dev"), "dev", report,
-                                     on_bad_input)],
-        "sickr_dev": [read_sick(_partition(raw_sts, SICK_FILES["trial"], "SICK-R trial"), "trial", report,
-                                on_bad_input)],
-    }
+    """The model-selection sets: STS-B dev and SICK-R trial. STS data from the Hub has
+    no SICK trial set (``mteb/sickr-sts`` is one split): then STS-B dev only, said in
+    the log; a mirror without the file is an error as before."""
+    sets = {"stsb_dev": [read_stsb_split(_partition(raw_sts, STSB_FILES["dev"], "STS-B dev"), "dev", report,
+                                         on_bad_input)]}
+    if SICK_FILES["trial"] not in raw_sts and PROVENANCE_FILE in raw_sts:
+        logger.warning("dev sets: the STS data is from the Hub, which has no SICK-R trial set; model selection "
+                       "has STS-B dev only (no sickr_dev, no dev_avg)")
+        return sets
+    sets["sickr_dev"] = [read_sick(_partition(raw_sts, SICK_FILES["trial"], "SICK-R trial"), "trial", report,
+                                   on_bad_input)]
+    return sets
 
 
 def pair_counts(suite: Mapping[str, Sequence[StsSubset]]) -> dict[str, int]:
@@ -290,20 +342,25 @@ def score_sts(
 
     Keys: ``<task>`` ("all" setting), ``<task>_wmean``, ``<task>/<subset>`` per
     subset, ``sts_avg`` and ``sts_avg_wmean`` (mean over the tasks present) when the
-    suite is the 7-task benchmark.
+    suite is the 7-task benchmark. A task with a pooled subset (a Hub copy without
+    subset labels) gets its "all" score only: its ``_wmean`` would be the "all" score
+    under another name and its subset scores would be computed on the wrong rows, so
+    neither is reported, nor ``sts_avg_wmean`` (see :func:`unavailable_scores`).
     """
     metrics: dict[str, float] = {}
     for task, subsets in suite.items():
+        pooled = any(subset.pooled for subset in subsets)
         predicted, gold = [], []
         for subset in subsets:
             left = np.stack([embedding_of[s] for s in subset.sentence1])
             right = np.stack([embedding_of[s] for s in subset.sentence2])
             predicted.append(cosine_scores(left, right))
             gold.append(subset.scores)
-            if len(subsets) > 1:
+            if len(subsets) > 1 and not pooled:
                 metrics[f"{task}/{subset.subset}"] = spearman_x100(predicted[-1], gold[-1])
         metrics[task] = aggregate_all(predicted, gold)
-        metrics[f"{task}_wmean"] = aggregate_wmean(predicted, gold)
+        if not pooled:
+            metrics[f"{task}_wmean"] = aggregate_wmean(predicted, gold)
     undefined = sorted(key for key, value in metrics.items() if not math.isfinite(value))
     if undefined:
         # A Spearman correlation is undefined when either side is constant (e.g. an
@@ -313,7 +370,8 @@ def score_sts(
                                  "similarities of that set are constant")
     if all(task in suite for task in STS_TASKS):
         metrics["sts_avg"] = float(np.mean([metrics[task] for task in STS_TASKS]))
-        metrics["sts_avg_wmean"] = float(np.mean([metrics[f"{task}_wmean"] for task in STS_TASKS]))
+        if all(f"{task}_wmean" in metrics for task in STS_TASKS):
+            metrics["sts_avg_wmean"] = float(np.mean([metrics[f"{task}_wmean"] for task in STS_TASKS]))
     return metrics
 
 
@@ -326,7 +384,8 @@ def evaluate_sts(suite: Mapping[str, Sequence[StsSubset]], encode: Callable[[lis
 
 class DevScorer:
     """Fast model-selection scores for the trainer: STS-B dev and SICK-R trial
-    Spearman x 100, and their mean (``dev_avg``), read once and scored on call."""
+    Spearman x 100, and their mean (``dev_avg``), read once and scored on call (STS-B
+    dev alone on Hub data, see :func:`read_dev_sets`)."""
 
     def __init__(self, raw_sts: Mapping[str, Callable[[], RawFile]], on_bad_input: str = "skip"):
         self.report = StepReport("dev_sets")
@@ -339,5 +398,6 @@ class DevScorer:
         embeddings = encode(self.sentences)
         scores = score_sts(self.suite, dict(zip(self.sentences, embeddings)))
         result = {task: scores[task] for task in self.suite}
-        result["dev_avg"] = float(np.mean(list(result.values())))
+        if "sickr_dev" in result:  # dev_avg is the mean of both sets, never of STS-B dev alone
+            result["dev_avg"] = float(np.mean(list(result.values())))
         return result

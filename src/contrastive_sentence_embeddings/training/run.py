@@ -171,6 +171,7 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         "steps": result.steps,
         # Examples (sentences, documents or pairs) over all processes: the budget to compare runs at.
         "examples_seen": result.extra.get("examples_seen"),
+        "num_processes": result.extra.get("num_processes"),  # batch_size is per process
         **data_description,
         "examples_per_second": round(result.examples_per_second, 2),
         "peak_memory_gib": result.extra.get("peak_memory_gib"),

@@ -97,6 +97,10 @@ class TrainingConfig:
     resume: bool = True
     log_every: int = 10
     select_by: str = "stsb_dev"        # the dev score that picks the kept weights: stsb_dev (SimCSE) or dev_avg
+    # Processes the training node starts (training/fanout.py): an integer >= 1, or "auto" (one
+    # per visible CUDA GPU, 1 without). batch_size is per process: the global batch is
+    # batch_size x processes. The loop itself reads only the processes it actually runs in.
+    num_processes: int | str = 1
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -108,7 +112,16 @@ class TrainingConfig:
             raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {', '.join(SCHEDULES)}")
         if config.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        check_num_processes(config.num_processes)
         return config
+
+
+def check_num_processes(value) -> int | str:
+    """``training.num_processes``: a positive integer or ``"auto"`` (bool is refused:
+    YAML's ``yes`` is not a process count)."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"num_processes must be a positive integer or 'auto', got {value!r}")
 
 
 @dataclass
@@ -170,8 +183,10 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def total_steps(n_examples: int, config: TrainingConfig) -> int:
-    steps_per_epoch = n_examples // config.batch_size
+def total_steps(n_examples: int, config: TrainingConfig, processes: int = 1) -> int:
+    """Optimiser steps of the run: an epoch is ``n_examples // (batch_size x processes)``
+    steps, since every process takes its own ``batch_size`` examples per step."""
+    steps_per_epoch = n_examples // (config.batch_size * processes)
     total = steps_per_epoch * config.epochs
     return min(total, config.max_steps) if config.max_steps else total
 
@@ -189,11 +204,16 @@ def data_digest(examples: Sequence) -> str:
     return digest.hexdigest()
 
 
-def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module) -> str:
+def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
     """What a checkpoint must match to be resumed: the optimisation settings (other
-    than the checkpoint options), the method and its parameters, the pooling and the
-    data (``data``: a digest, see :func:`data_digest`)."""
-    settings = {k: v for k, v in asdict(config).items() if k not in ("checkpoint_dir", "resume", "log_every")}
+    than the checkpoint options), the method and its parameters, the pooling, the
+    data (``data``: a digest, see :func:`data_digest`) and the number of processes
+    the run actually has (not the ``num_processes`` setting: ``auto`` means different
+    counts on different machines, and a checkpoint holds one RNG state per process)."""
+    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes")
+    settings = {k: v for k, v in asdict(config).items() if k not in ignored}
+    if processes > 1:  # single-process fingerprints stay as they were before the setting existed
+        settings["processes"] = processes
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
     digest.update(repr(model.method).encode())
     digest.update(str(getattr(model, "pooling", "")).encode())
@@ -374,15 +394,25 @@ def train(
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
-    if len(examples) < config.batch_size:
-        raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}")
     # Unused parameters are normal here (e.g. BERT's pooler under [CLS]-before-pooler or
-    # mean pooling), and DDP refuses them unless told to look for them.
+    # mean pooling), and DDP refuses them unless told to look for them. The schedule is
+    # stepped once per optimiser step: accelerate's default steps it once per process
+    # (it assumes a step count computed for one process), which with W processes ran the
+    # warm-up and decay W times too fast against `steps` below.
     accelerator = Accelerator(mixed_precision=_mixed_precision(config), cpu=config.device == "cpu",
+                              step_scheduler_with_optimizer=False,
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+    processes = accelerator.num_processes
+    global_batch = config.batch_size * processes
+    if len(examples) < global_batch:
+        raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}"
+                         + (f" in each of {processes} processes" if processes > 1 else ""))
     set_seed(config.seed)
-    steps = total_steps(len(examples), config)
-    dropped = len(examples) % config.batch_size
+    steps = total_steps(len(examples), config, processes)
+    if processes > 1:
+        logger.info("%d processes x %d examples a step = a global batch of %d", processes, config.batch_size,
+                    global_batch)
+    dropped = len(examples) % global_batch
     if dropped:
         logger.info("%d examples do not fill the last batch of each epoch and are left out of it "
                     "(the order is reshuffled every epoch)", dropped)
@@ -408,7 +438,7 @@ def train(
     store = CheckpointStore(config.checkpoint_dir) if config.checkpoint_dir else None
     if data_fingerprint is None:  # a collate that builds batches from more than the examples knows its data
         data_fingerprint = collate.fingerprint() if hasattr(collate, "fingerprint") else data_digest(examples)
-    fingerprint = run_fingerprint(config, data_fingerprint, core)
+    fingerprint = run_fingerprint(config, data_fingerprint, core, processes)
     state["fingerprint"] = fingerprint
     if store is not None and accelerator.is_main_process:
         store.clean_interrupted()
@@ -463,7 +493,14 @@ def train(
         if accelerator.is_main_process:
             staging = store.staging(state["step"])
         accelerator.wait_for_everyone()
-        accelerator.save_state(str(staging / ACCELERATE_STATE))
+        # Only the main process writes: it saves the accelerate state (under DDP the
+        # weights, optimiser and schedule are the same on every process) and every
+        # process's RNG state, gathered to it, in the files accelerate's load_state reads.
+        rng_states = _gather_rng_states(accelerator)
+        if accelerator.is_main_process:
+            accelerator.save_state(str(staging / ACCELERATE_STATE))
+            for rank, rng_state in enumerate(rng_states[1:], start=1):
+                torch.save(rng_state, staging / ACCELERATE_STATE / f"{_RNG_STATE_FILE}_{rank}.pkl")
         crash_point("checkpoint:after_accelerate_state")
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
@@ -552,6 +589,25 @@ def train(
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(config), "num_processes": accelerator.num_processes,
                            "peak_memory_gib": round(peak, 3), "examples_seen": int(state["examples"])})
+
+
+_RNG_STATE_FILE = "random_states"  # accelerate's name for a process's RNG state: <name>_<process>.pkl
+
+
+def _gather_rng_states(accelerator) -> list[dict]:
+    """Every process's random-number-generator state, in process order (on every
+    process; a collective), with the keys ``accelerate``'s ``load_state`` restores."""
+    import random
+
+    state = {"step": accelerator.step, "random_state": random.getstate(),
+             "numpy_random_seed": np.random.get_state(), "torch_manual_seed": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
+    if accelerator.num_processes == 1:
+        return [state]
+    from accelerate.utils import gather_object
+
+    return gather_object([state])
 
 
 def _write_synced(path: Path, text: str) -> None:

@@ -15,7 +15,12 @@ import torch
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
-from tests.helpers import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
+from tests.helpers import (
+    ScratchProject,
+    assert_card_states_the_metrics,
+    assert_loads_like_sentence_transformers,
+    base_parameters,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +56,29 @@ def test_curve_metrics_and_leaderboard_row(project):
     assert metrics["model"]["method"] == "simcse" and np.isfinite(metrics["sts_avg"])
     table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv")
     assert "simcse" in set(table["model"])
+
+
+def test_the_model_card_states_the_run_as_it_happened(project):
+    """The card the pipeline wrote into the model folder: the metrics file's numbers,
+    the data reports of the steps that fed the training, the model's metadata; and
+    the model still scored is the model in the folder."""
+    from contrastive_sentence_embeddings.embedding_cache import model_fingerprint
+    from contrastive_sentence_embeddings.model_card import split_front_matter
+
+    folder = project.root / "data/06_models/simcse"
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    metrics = json.loads((project.root / "data/08_reporting/metrics/simcse.json").read_text())
+    matter = assert_card_states_the_metrics(card, metrics)
+    assert "simcse" in matter["tags"] and "base_model" not in matter  # the tiny BERT is a local folder
+    assert matter["datasets"] == ["Salesforce/wikitext", "princeton-nlp/datasets-for-simcse"]
+    _, body = split_front_matter(card)
+    for step in ("sentence_candidates", "wiki_sentences"):
+        report = json.loads((project.root / f"data/08_reporting/data_report/{step}.json").read_text())[step]
+        assert (f"| {step} | {report['rows_in']:,} | {report['rows_out']:,} | {report['rows_dropped']:,} |"
+                in body)
+    metadata = json.loads((folder / "cse_metadata.json").read_text())
+    assert f"| examples seen | {metadata['examples_seen']:,} |" in body
+    assert metrics["model_fingerprint"] == model_fingerprint(str(folder))
 
 
 def test_simcse_training_raises_stsb_dev_above_the_untrained_model(tokenizer, sts_partitions, mirror_dir):

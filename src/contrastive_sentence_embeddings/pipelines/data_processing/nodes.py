@@ -126,25 +126,20 @@ def build_long_documents(
             frames.append(docs.line_documents(raw, pid, report, on_bad_input))
     documents = _concat_inputs(frames, f"long_documents.inputs {params['inputs']}")
     report.rows_in = len(documents) + report.rows_dropped
-    documents["input_ids"] = docs.tokenize_documents(
-        documents["text"].tolist(), tokenizer, params.get("tokenize_batch_size", 64)
-    )
-    documents["n_tokens"] = documents["input_ids"].map(len)
-    kept = docs.keep_long_documents(documents, params["min_doc_tokens"], report, tokenizer.unk_token_id,
-                                    params["max_unk_fraction"])
-    report.rows_out = len(kept)
-    report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
+    kept = docs.tokenized_long_documents(documents, tokenizer, params["min_doc_tokens"], report,
+                                         params.get("tokenize_batch_size", 64), params["max_unk_fraction"])
     report.extra["encoder"] = encoder
     report.log(logger)
     return kept, {report.step: report.to_dict()}
 
 
 def sample_declutr_spans(
-    long_documents: pd.DataFrame, params: dict[str, Any]
+    long_documents: pd.DataFrame, params: dict[str, Any], step: str = "declutr_spans"
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Anchor and positive spans for every document and epoch (see ``data.spans``)."""
+    """Anchor and positive spans for every document and epoch (see ``data.spans``);
+    ``step`` names the report (own documents' spans are ``<method>.spans``)."""
     settings = SpansParams.from_params(params)
-    report = StepReport("declutr_spans")
+    report = StepReport(step)
     spans = sample_spans(
         long_documents["doc_id"].tolist(),
         long_documents["n_tokens"].tolist(),
@@ -152,6 +147,7 @@ def sample_declutr_spans(
         seed=settings.seed,
         epochs=settings.epochs,
         report=report,
+        what=step,
     )
     report.log(logger)
     return spans, {report.step: report.to_dict()}

@@ -2,6 +2,6 @@
 alignment/uniformity; the transfer tasks in the ``transfer`` instances), and the
 baseline's scoring of the untrained encoder."""
 
-from .pipeline import baseline_pipeline, create_pipeline, seeds_pipeline
+from .pipeline import baseline_pipeline, create_pipeline, model_card_pipeline, seeds_pipeline
 
-__all__ = ["baseline_pipeline", "create_pipeline", "seeds_pipeline"]
+__all__ = ["baseline_pipeline", "create_pipeline", "model_card_pipeline", "seeds_pipeline"]

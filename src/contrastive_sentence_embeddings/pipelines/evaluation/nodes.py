@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from contrastive_sentence_embeddings.config import BaselineConfig, TransferEvaluationConfig, evaluation_settings, parse_strict
+from contrastive_sentence_embeddings.config import (
+    BaselineConfig,
+    DataProcessingConfig,
+    RawDataConfig,
+    TransferEvaluationConfig,
+    evaluation_settings,
+    parse_strict,
+)
 from contrastive_sentence_embeddings.encoding import read_model_metadata
 from contrastive_sentence_embeddings.evaluation.evaluator import (
     EvaluationData,
@@ -65,8 +72,27 @@ def evaluate_model(model: str, raw_sts: Partitions, raw_transfer: Partitions, ev
 
 
 def training_budget(metadata: Mapping) -> dict:
-    """Examples seen and training seconds of a run, from its ``cse_metadata.json``."""
-    return {key: metadata.get(key) for key in ("examples_seen", "steps", "train_seconds")}
+    """Examples seen, steps, training seconds and the step whose weights were kept
+    (``best_step``: 0 when no step beat the starting weights on dev) of a run, from its
+    ``cse_metadata.json``."""
+    return {key: metadata.get(key) for key in ("examples_seen", "steps", "best_step", "train_seconds")}
+
+
+def write_model_card(model: str, metrics: Mapping, data_processing: Mapping, raw_data: Mapping,
+                     *reports: Mapping) -> str:
+    """The ``README.md`` model card of a trained model (``model_card.model_card``), from
+    its metrics and the data reports (``report_<step>``: ``{step: counts}`` each) of
+    the steps that prepared its training data."""
+    from contrastive_sentence_embeddings.model_card import model_card
+
+    merged: dict[str, Mapping] = {}
+    for report in reports:
+        merged.update(report)
+    name = (metrics.get("model") or {}).get("name") or Path(model).name
+    return model_card(model, metrics, merged, DataProcessingConfig.from_params(data_processing),
+                      parse_strict(RawDataConfig, raw_data, "raw_data"), shown_as=project_relative(model),
+                      metrics_name=f"{name}.metrics")
+
 
 def evaluate_baseline(
     raw_sts: Partitions, raw_transfer: Partitions, encoder: str, baseline: Mapping, evaluation: Mapping

@@ -4,10 +4,18 @@ registry under each method's namespace (STS, alignment/uniformity) and under
 
     model, raw_sts, raw_transfer -> evaluate -> metrics, sts_pairs (per-pair predictions)
 
+Each trained run also gets a model card, :func:`model_card_pipeline`, instantiated by
+the registry under ``card.<run>`` (the transfer instances, which score a model a
+second time, get none)::
+
+    model, metrics, report_<step>... -> model_card -> model_card (README.md in the model's folder)
+
 ``params:block`` maps to the method's block, or to ``transfer_evaluation``; its
 ``evaluation`` mapping overrides ``params:evaluation``. The baseline (the untrained encoder with every
 pooling, from one encoding) has its own nodes, in the ``baseline`` namespace.
 """
+
+from collections.abc import Sequence
 
 from kedro.pipeline import Node, Pipeline
 
@@ -20,6 +28,17 @@ def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline([
         Node(nodes.evaluate_model, ["model", "raw_sts", "raw_transfer", "params:evaluation", "params:block"],
              ["metrics", "sts_pairs"], name="evaluate", tags=["evaluation"]),
+    ])
+
+
+def model_card_pipeline(reports: Sequence[str] = ()) -> Pipeline:
+    """The model card of a run, written once its model is scored. ``reports``: the
+    ``report_<step>`` data sets of the data steps that prepared its training data
+    (the registry finds them in the graph)."""
+    return Pipeline([
+        Node(nodes.write_model_card,
+             ["model", "metrics", "params:data_processing", "params:raw_data", *reports], "model_card",
+             name="model_card", tags=["evaluation", "model_card"]),
     ])
 
 

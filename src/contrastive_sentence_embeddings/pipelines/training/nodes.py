@@ -11,23 +11,35 @@ import pandas as pd
 
 from contrastive_sentence_embeddings.config import MethodConfig
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
-from contrastive_sentence_embeddings.training import run
+from contrastive_sentence_embeddings.training import fanout, run
 from contrastive_sentence_embeddings.training.clsr import PairEmbeddings, embed_pairs, pair_columns
+
+
+def _processes(config: MethodConfig) -> int:
+    return fanout.resolve_num_processes(config.training_config().num_processes)
 
 
 def train_on_sentences(sentences: pd.DataFrame, raw_sts: Mapping, encoder: str, block: Mapping):
     """A sentence method (SimCSE, SCD, ImSimCSE) on the ``sentence`` column; the kept
-    weights are the best by the dev scores of ``raw_sts``."""
-    trained, result = run.train_on_sentences(sentences["sentence"].tolist(), encoder, MethodConfig.from_params(
-        block, "method"), DevScorer(raw_sts))
+    weights are the best by the dev scores of ``raw_sts``. With ``training.num_processes``
+    above 1, in that many worker processes (``training.fanout``)."""
+    config = MethodConfig.from_params(block, "method")
+    if (processes := _processes(config)) > 1:
+        return fanout.train_in_processes("sentences", encoder, block, {"sentences": sentences[["sentence"]]},
+                                         raw_sts, processes)
+    trained, result = run.train_on_sentences(sentences["sentence"].tolist(), encoder, config, DevScorer(raw_sts))
     return trained, result.curve
 
 
 def train_on_documents(documents: pd.DataFrame, spans: pd.DataFrame, raw_sts: Mapping, encoder: str,
                        block: Mapping):
-    """A document method (DeCLUTR) on the sampled spans of the tokenised documents."""
-    trained, result = run.train_on_documents(documents, spans, encoder, MethodConfig.from_params(block, "method"),
-                                             DevScorer(raw_sts))
+    """A document method (DeCLUTR) on the sampled spans of the tokenised documents
+    (in ``training.num_processes`` worker processes when that is above 1)."""
+    config = MethodConfig.from_params(block, "method")
+    if (processes := _processes(config)) > 1:
+        return fanout.train_in_processes("documents", encoder, block, {"documents": documents, "spans": spans},
+                                         raw_sts, processes)
+    trained, result = run.train_on_documents(documents, spans, encoder, config, DevScorer(raw_sts))
     return trained, result.curve
 
 
@@ -37,8 +49,9 @@ def embed_pair_sentences(pairs: pd.DataFrame, embedding_cache: str, encoder: str
     config = MethodConfig.from_params(block, "method")
     if config.max_examples:
         pairs = pairs.head(config.max_examples)
-    first, second = pair_columns(pairs, config.inputs()["pairs"])
-    return embed_pairs(pairs, first, second, config.inputs()["pairs"], encoder, embedding_cache, config.pooling,
+    dataset = config.data_label("pairs")
+    first, second = pair_columns(pairs, dataset)
+    return embed_pairs(pairs, first, second, dataset, encoder, embedding_cache, config.pooling,
                        device=config.training_config().device)
 
 

@@ -1,0 +1,92 @@
+"""``training.num_processes``: parsed strictly in every method block, ``auto`` resolved
+to the visible GPUs, and what it changes in the trainer's step count and resume
+fingerprint; ``cse-train``'s argument handling. (The fan-out itself runs in
+tests/pipelines/training/test_fanout.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastive_sentence_embeddings.config import MethodConfig, ParameterError
+from contrastive_sentence_embeddings.train_entry import method_run, parse_params
+from contrastive_sentence_embeddings.training.fanout import resolve_num_processes, threads_per_process
+from contrastive_sentence_embeddings.training.trainer import TrainingConfig, run_fingerprint, total_steps
+
+
+def block(kind: str = "simcse", **training) -> dict:
+    return {"kind": kind, "pooling": "mean", "training": training}
+
+
+@pytest.mark.parametrize("value, gpus, expected", [(1, 8, 1), (3, 0, 3), ("auto", 8, 8), ("auto", 0, 1)])
+def test_num_processes_resolution(value, gpus, expected):
+    assert resolve_num_processes(value, cuda_devices=gpus) == expected
+
+
+def test_auto_without_a_count_asks_torch():
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert resolve_num_processes("auto") == max(1, visible)
+
+
+def test_num_processes_defaults_to_one_in_every_method():
+    for kind in ("simcse", "scd", "imsimcse", "declutr", "clsr"):
+        assert MethodConfig.from_params(block(kind), kind).training_config().num_processes == 1
+
+
+@pytest.mark.parametrize("value", [0, -1, "many", True, 1.5, None])
+def test_bad_num_processes_is_an_error_naming_the_key(value):
+    with pytest.raises(ParameterError, match=r"simcse\.training\.num_processes must be a positive integer or 'auto'") \
+            as error:
+        MethodConfig.from_params(block(num_processes=value), "simcse")
+    assert error.value.key == "simcse.training.num_processes"
+
+
+@pytest.mark.parametrize("value", [2, "auto"])
+def test_good_num_processes_parse(value):
+    assert MethodConfig.from_params(block("declutr", num_processes=value), "declutr").training_config() \
+        .num_processes == value
+
+
+def test_clsr_is_not_fanned_out():
+    with pytest.raises(ParameterError, match=r"clsr_stsb\.training\.num_processes must be 1 for clsr") as error:
+        MethodConfig.from_params(block("clsr", num_processes="auto"), "clsr_stsb")
+    assert error.value.key == "clsr_stsb.training.num_processes"
+
+
+def test_an_epoch_is_counted_in_global_batches():
+    config = TrainingConfig(batch_size=8, epochs=2)
+    assert total_steps(100, config) == 24               # 12 batches of 8, twice
+    assert total_steps(100, config, processes=2) == 12  # 6 global batches of 16, twice
+
+
+def test_resume_fingerprint_follows_the_processes_not_the_setting():
+    model = torch.nn.Linear(2, 2)
+    model.method = "m"
+    one, auto = TrainingConfig(num_processes=1), TrainingConfig(num_processes="auto")
+    assert run_fingerprint(one, "data", model) == run_fingerprint(auto, "data", model)
+    assert run_fingerprint(one, "data", model, processes=2) != run_fingerprint(one, "data", model)
+
+
+def test_threads_are_shared_out_between_local_processes():
+    assert threads_per_process(16, 8) == 2
+    assert threads_per_process(2, 4) == 1
+    assert threads_per_process(None, 1) == 1
+
+
+def test_cse_train_params_read_like_kedro_run():
+    assert parse_params("simcse.training.max_steps=10,encoder=bert-base-uncased,seed=3") == {
+        "simcse": {"training": {"max_steps": 10}}, "encoder": "bert-base-uncased", "seed": 3}
+    assert parse_params(None) == {}
+    with pytest.raises(SystemExit, match="key=value"):
+        parse_params("simcse")
+
+
+def test_cse_train_runs_are_the_graphs_runs():
+    params = {"methods": ["simcse", "declutr"],
+              "simcse": {**block(checkpoint_dir="ckpt"), "seeds": [42, 43]}, "declutr": block("declutr")}
+    seeded, family = method_run(params, "simcse.seed43")
+    assert family == "sentences"
+    assert seeded["training"] == {"checkpoint_dir": "ckpt/seed43", "seed": 43}
+    assert method_run(params, "declutr")[1] == "documents"
+    with pytest.raises(ParameterError, match="simcse.seed42, simcse.seed43, declutr"):
+        method_run(params, "simcse")

@@ -269,11 +269,6 @@ def test_every_model_is_scored(paper_project):
     assert (root / "data/08_reporting/metrics_full/baseline-mean.json").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug, not conf/paper's: the transfer metrics of a method with seeds are saved as "
-    "metrics_full/<method>.json but describe its first seed (model name <method>.seed42); the "
-    "leaderboard merges entries by file name, so after `evaluation` that newer entry replaces the "
-    "method's summary row (metrics/<method>.json) and the first seed's run is listed twice"))
 def test_every_method_has_its_leaderboard_row(paper_project):
     table = pd.read_csv(paper_project.root / "data/08_reporting/leaderboard.csv")
     assert set(paper_project.methods) <= set(table["model"])

@@ -142,6 +142,23 @@ def test_the_newest_result_of_a_model_wins():
     assert old_full["simcse"]["sts_avg"] == 70.0  # inputs untouched
 
 
+def test_a_seeded_methods_transfer_scores_join_its_first_seed_not_its_summary():
+    """transfer.<method> scores the first seed's model but is saved as
+    metrics_full/<method>.json: entries are matched by the model they name, so the
+    method's summary row stays and the seed's run is listed once, with its transfer scores."""
+    def named(name, sts_avg, at, **more):
+        metrics = entry(sts_avg, at, "w42", **more)
+        return {**metrics, "model": {**metrics["model"], "name": name}}
+
+    sts_only = {"simcse": named("simcse", 76.0, "2025-01-01T10:00:00+00:00", n_seeds=3),
+                "simcse.seed42": named("simcse.seed42", 75.5, "2025-01-01T10:00:00+00:00")}
+    full = {"simcse": named("simcse.seed42", 75.5, "2025-01-02T10:00:00+00:00", transfer_avg=82.0)}
+    merged = leaderboard.newest_metrics(sts_only, full)
+    assert set(merged) == {"simcse", "simcse.seed42"}
+    assert merged["simcse"]["n_seeds"] == 3 and "transfer_avg" not in merged["simcse"]
+    assert merged["simcse.seed42"]["transfer_avg"] == 82.0
+
+
 def test_the_table_says_when_each_row_was_produced():
     table = leaderboard.metrics_table({"simcse": entry(75.0, "2025-02-01T10:00:05+00:00"),
                                        "old": {**entry(60.0, None), "model": {"name": "old", "method": "x"}}})

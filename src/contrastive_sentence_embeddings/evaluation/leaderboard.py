@@ -50,7 +50,8 @@ def evaluated_at(metrics: Mapping) -> datetime:
 
 def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
     """One metrics entry per model from several folders of metrics files (e.g. the
-    STS-only ``metrics`` and the full ``metrics_full``): the newest entry of a model
+    STS-only ``metrics`` and the full ``metrics_full``), keyed by the model each entry
+    names (``model.name``; the file's name only when it names none): the newest entry of a model
     wins (by ``evaluated_at``; an undated file loses to any dated one; on a tie the
     later source wins).
 
@@ -63,7 +64,10 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
     entries: dict[str, list[tuple[datetime, int, Mapping]]] = {}
     for order, source in enumerate(sources):
         for name, metrics in source.items():
-            entries.setdefault(name, []).append((evaluated_at(metrics), order, metrics))
+            # Keyed by the model an entry scored, not by its file name: a seeded method's
+            # transfer scores (metrics_full/<method>.json) describe its first seed's run.
+            model = (metrics.get("model") or {}).get("name") or name
+            entries.setdefault(model, []).append((evaluated_at(metrics), order, metrics))
     merged = {}
     for name, candidates in entries.items():
         candidates.sort(key=lambda entry: (entry[0], entry[1]))

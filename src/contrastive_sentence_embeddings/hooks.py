@@ -15,7 +15,7 @@ from contrastive_sentence_embeddings.config import (
     seeded_block,
     validate_parameters,
 )
-from contrastive_sentence_embeddings.launch_guard import refuse_launcher_processes
+from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
 
 
 class SingleProcessRunHook:
@@ -30,8 +30,10 @@ class SingleProcessRunHook:
     The project's own training launcher sets ``CSE_TRAINING_WORKER=1`` in the workers
     it starts (``launch_guard.WORKER_ENV_VAR``); those are never refused."""
 
-    @hook_impl
+    @hook_impl(tryfirst=True)  # before GraphParametersHook (also tryfirst, registered earlier)
     def after_context_created(self, context) -> None:
+        if launched_processes(os.environ) is None:
+            return  # the usual case: no need to read the parameters for the message
         methods = None
         try:
             methods = list(context.params.get("methods") or [])

@@ -15,7 +15,8 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     StrictParametersHook,
 )
 
-# Pluggy calls the last registered hook first: the refusal comes before anything else.
+# Pluggy calls the last registered hook first (tryfirst hooks before the others): the
+# refusal comes before anything else, then the graph's parameters, then the strict check.
 HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), SingleProcessRunHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for

@@ -10,6 +10,9 @@
   name, flushed to disk, and renamed over the target with ``os.replace``. A crash or a
   full disk during a rerun leaves the previous file intact (and a ``.<name>.writing-*``
   file at worst), never a truncated one.
+* ``ArrowDataset``: a prepared data set as a folder of Arrow shards (the layout of
+  HuggingFace ``datasets``' ``save_to_disk``), loaded memory-mapped, so a reader's
+  memory does not grow with the data; published atomically as a whole folder.
 * ``MetricsFolderDataset``: a folder of per-model metrics files that may be empty.
 * ``SentenceEncoderDataset``: a trained model (``<method>.model``), saved for
   sentence-transformers and AutoModel, named after its catalog entry.
@@ -27,6 +30,8 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import get_filepath_str
 from kedro_datasets.json import JSONDataset
@@ -145,6 +150,83 @@ class ModelCardDataset(_AtomicSave, TextDataset):
             raise DatasetError(f"{folder}: no saved model here (no {METADATA_FILE}); a model card is written "
                                "into the folder of the model it describes, after that model is trained")
         super().save(data)
+
+
+# Files ``datasets.Dataset.save_to_disk`` writes beside its shards: a folder holding
+# them is one this class wrote, and only such a folder is ever replaced or deleted.
+_ARROW_FOLDER_MARKERS = ("state.json", "dataset_info.json")
+
+
+class ArrowDataset(AbstractDataset):
+    """A prepared data set (sentences, documents with token ids, spans, pairs) as a
+    folder of Arrow shards written by ``datasets.Dataset.save_to_disk``.
+
+    Loading gives a ``datasets.Dataset`` memory-mapped from the shards: nothing is
+    read into memory until a reader asks for rows or columns, so a 10 GB token table
+    costs its readers page cache, not heap, and every training process shares it.
+    Saving takes a ``datasets.Dataset`` (e.g. the result of ``map``/``filter`` with
+    ``num_proc`` workers), a ``pyarrow.Table`` or a pandas ``DataFrame``; it writes the
+    shards (at most ``max_shard_size`` each) into a hidden folder beside the target
+    and swaps it in with two renames, so a crash leaves the previous folder (or its
+    ``.<name>.old-*`` copy) intact, never a half-written one. An existing target that
+    is not such a folder (no ``state.json``) is refused, never deleted.
+
+    Args:
+        path: the folder (e.g. ``data/03_primary/long_documents``).
+        max_shard_size: the largest shard, as ``save_to_disk`` takes it (``"500MB"``).
+        num_proc: processes writing shards (``None``: one).
+    """
+
+    def __init__(self, path: str, max_shard_size: str | int = "500MB", num_proc: int | None = None,
+                 metadata: dict | None = None):
+        self._path = Path(path)
+        self._max_shard_size = max_shard_size
+        self._num_proc = num_proc
+        self.metadata = metadata
+
+    def load(self):
+        import datasets
+
+        if not self._exists():
+            raise DatasetError(f"{self._path}: no prepared data set here (no state.json); run the pipeline "
+                               "that writes it first (e.g. `kedro run --tags=data_processing`)")
+        return datasets.load_from_disk(str(self._path), keep_in_memory=False)
+
+    def save(self, data) -> None:
+        import datasets
+
+        if isinstance(data, pd.DataFrame):
+            data = datasets.Dataset.from_pandas(data, preserve_index=False)
+        elif isinstance(data, pa.Table):
+            data = datasets.Dataset(data)
+        elif not isinstance(data, datasets.Dataset):
+            raise DatasetError(f"{self._path}: cannot save {type(data).__name__} as an Arrow data set "
+                               "(give a datasets.Dataset, a pyarrow.Table or a pandas DataFrame)")
+        if self._path.exists() and not self._exists():
+            raise DatasetError(f"{self._path} exists and is not a data set this project wrote (no state.json); "
+                               "move it away rather than have it replaced")
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex[:12]
+        temporary = self._path.with_name(f".{self._path.name}.writing-{token}")
+        previous = self._path.with_name(f".{self._path.name}.old-{token}")
+        try:
+            data.save_to_disk(str(temporary), max_shard_size=self._max_shard_size, num_proc=self._num_proc)
+            crash_point("dataset_save:before_replace")
+            if self._path.exists():
+                os.replace(self._path, previous)
+            os.replace(temporary, self._path)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            if previous.exists() and not self._path.exists():
+                os.replace(previous, self._path)
+            raise
+        shutil.rmtree(previous, ignore_errors=True)
+
+    def _exists(self) -> bool:
+        return all((self._path / marker).is_file() for marker in _ARROW_FOLDER_MARKERS)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "max_shard_size": self._max_shard_size, "num_proc": self._num_proc}
 
 
 from kedro_datasets.partitions import PartitionedDataset  # noqa: E402

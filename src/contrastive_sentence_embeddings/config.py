@@ -149,6 +149,9 @@ class NliPairsConfig:
 @dataclass(frozen=True)
 class DataProcessingConfig:
     on_bad_input: str = "skip"
+    # Worker processes of the data preparation (tokenising, filtering, splitting,
+    # sampling): None takes the cores this process may use (data.parallel).
+    num_proc: int | None = None
     wiki_sentences: WikiSentencesConfig = field(default_factory=WikiSentencesConfig)
     long_documents: LongDocumentsConfig = field(default_factory=LongDocumentsConfig)
     declutr_spans: SpansParams = field(default_factory=SpansParams)
@@ -164,6 +167,11 @@ class DataProcessingConfig:
                   if key != "declutr_spans"}
         values["declutr_spans"] = SpansParams.from_params(params.get("declutr_spans") or {}, f"{where}.declutr_spans")
         values["on_bad_input"] = _check_on_bad_input(params.get("on_bad_input", "skip"), f"{where}.on_bad_input")
+        num_proc = params.get("num_proc")
+        if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1):
+            raise ParameterError(f"{where}.num_proc must be a positive integer or null (the cores available), "
+                                 f"got {num_proc!r}", key=f"{where}.num_proc")
+        values["num_proc"] = num_proc
         config = cls(**values)
         if config.declutr_spans.epochs < 1:
             raise ParameterError(f"{where}.declutr_spans.epochs must be at least 1", key=f"{where}.declutr_spans.epochs")

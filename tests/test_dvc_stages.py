@@ -56,12 +56,14 @@ def covered(path: str, deps: list[str]) -> bool:
                for dep in deps)
 
 
-def test_the_templates_iterate_over_the_methods_list(project):
+def test_the_templates_iterate_over_the_dvc_lists(project):
     params, _, _, _, stages = project
-    assert stages["vars"] == ["conf/base/parameters.yml:methods", "conf/base/parameters_evaluation.yml:transfer_evaluation"]
-    assert stages["stages"]["train"]["foreach"] == "${methods}"
-    assert stages["stages"]["transfer"]["foreach"] == "${transfer_evaluation.dvc_stages}"
-    assert params["methods"] and set(params["transfer_evaluation"]["dvc_stages"]) <= set(params["methods"])
+    assert stages["vars"] == ["conf/base/parameters.yml:dvc"]
+    assert stages["stages"]["train"]["foreach"] == "${dvc.train}"
+    assert stages["stages"]["transfer"]["foreach"] == "${dvc.transfer}"
+    # The default graph is the main job (Makefile's MAIN_PIPELINES) and its transfer scores.
+    main_job = re.search(r"^MAIN_PIPELINES \?= (\S+)$", (PROJECT_ROOT / "Makefile").read_text(), re.M).group(1)
+    assert params["dvc"] == {"train": [main_job], "transfer": [main_job]}
 
 
 def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(project):
@@ -130,3 +132,26 @@ def test_baseline_stages_list_the_files_their_parameters_produce(project):
 def test_bytecode_does_not_count_as_a_code_change():
     ignored = (PROJECT_ROOT / ".dvcignore").read_text().split()
     assert "__pycache__/" in ignored and "*.pyc" in ignored
+
+
+@pytest.mark.parametrize(
+    ("dvc", "message"),
+    [
+        ({"train": ["declutr", "simcs"]}, r"dvc.train names simcs, not in `methods`"),
+        ({"train": ["simcse"], "transfer": ["declutr"]}, r"dvc.transfer names declutr, not in dvc.train"),
+        ({"train": ["declutr"], "tranfer": ["declutr"]}, r"tranfer"),
+    ],
+)
+def test_a_dvc_list_naming_no_method_or_no_trained_model_is_refused(project, dvc, message):
+    from contrastive_sentence_embeddings.config import ParameterError, validate_parameters
+
+    params = {**project[0], "dvc": dvc}
+    with pytest.raises(ParameterError, match=message):
+        validate_parameters(params)
+
+
+def test_every_method_can_be_listed_for_dvc(project):
+    from contrastive_sentence_embeddings.config import validate_parameters
+
+    params = project[0]
+    validate_parameters({**params, "dvc": {"train": list(params["methods"]), "transfer": list(params["methods"])}})

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -225,7 +225,30 @@ class TransferEvaluationConfig:
 
     evaluation: dict = field(default_factory=lambda: {"transfer": True})
     baseline_poolings: list = field(default_factory=lambda: ["mean"])
-    dvc_stages: list = field(default_factory=list)   # methods with a `transfer@<method>` DVC stage
+
+
+@dataclass(frozen=True)
+class DvcStagesConfig:
+    """``dvc``: the methods ``dvc repro`` keeps up to date (``dvc.yaml`` iterates over these
+    lists): a ``train@<method>`` stage per name in ``train``, a ``transfer@<method>`` stage
+    per name in ``transfer``. Every method in ``methods`` runs with ``kedro run`` whether
+    listed or not; the lists only choose what the default DVC graph pays for."""
+
+    train: list = field(default_factory=list)
+    transfer: list = field(default_factory=list)
+
+    def check(self, methods: Sequence[str], where: str = "dvc") -> None:
+        for key, names in (("train", self.train), ("transfer", self.transfer)):
+            unknown = [name for name in names if name not in methods]
+            if unknown:
+                raise ParameterError(f"{where}.{key} names {', '.join(unknown)}, not in `methods` "
+                                     f"({', '.join(methods)})", key=f"{where}.{key}")
+        # transfer@<m> depends on data/06_models/<m>, which only train@<m> writes: without
+        # it DVC would stop on a missing dependency, or score a model no stage tracks.
+        untrained = [name for name in self.transfer if name not in self.train]
+        if untrained:
+            raise ParameterError(f"{where}.transfer names {', '.join(untrained)}, not in {where}.train: a "
+                                 "transfer stage scores the model its train stage writes", key=f"{where}.transfer")
 
 
 @dataclass(frozen=True)
@@ -602,6 +625,7 @@ def validate_parameters(params: Mapping) -> None:
         "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
         "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
         "leaderboard": lambda p: parse_strict(LeaderboardConfig, p, "leaderboard"),
+        "dvc": lambda p: parse_strict(DvcStagesConfig, p, "dvc").check(names),
     }
     unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))
     if unknown:
@@ -615,11 +639,6 @@ def validate_parameters(params: Mapping) -> None:
             parse(params[key])
     _check_on_bad_input(params.get("on_bad_input", "skip"), "on_bad_input")
     configs = method_configs(params)
-    staged = (params.get("transfer_evaluation") or {}).get("dvc_stages") or []
-    unknown = sorted(set(staged) - set(configs))
-    if unknown:
-        raise ParameterError(f"transfer_evaluation.dvc_stages names {', '.join(unknown)}, not in `methods`",
-                             key="transfer_evaluation.dvc_stages")
     for name, config in configs.items():
         evaluation_settings(params.get("evaluation", {}), config.evaluation, where=f"{name}.evaluation")
 

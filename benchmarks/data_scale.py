@@ -41,7 +41,6 @@ import os
 import platform
 import random
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -78,7 +77,6 @@ POLL_SECONDS = 0.2
 # Batch size of the ceiling's tokenizer calls: the paper's tokenize_batch_size.
 CEILING_BATCH = 256
 
-logger = logging.getLogger("data_scale")
 
 
 # --- the synthetic corpus ---------------------------------------------------------------
@@ -338,12 +336,13 @@ class Row:
     tokens_source: str = ""
     tokens_per_s: float | None = None
     rows_per_s: float | None = None
+    load_average_1min: float | None = None  # of the machine when the run started (shared machines)
     node_seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _row(path: str, size: int, stage: str, num_proc: int | None, measured: Measured) -> Row:
+def _row(path: str, size: int, stage: str, num_proc: int | None, measured: Measured, load: float) -> Row:
     return Row(path, size, stage, num_proc, measured.wall_s, round(measured.peak_tree_rss_bytes / GIB, 3),
-               round(measured.max_process_rss_bytes / GIB, 3), measured.cpu_s)
+               round(measured.max_process_rss_bytes / GIB, 3), measured.cpu_s, load_average_1min=round(load, 2))
 
 
 def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path, mirror: Path,
@@ -355,17 +354,19 @@ def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path
     nodes = DOCUMENT_NODES if path == "documents" else SENTENCE_NODES
     rows = []
     log = project / "raw_data.log"
+    load = os.getloadavg()[0]
     measured = run_measured(kedro_run("raw_data", [f"ingest_{s}" for s in sources], BASE_PARAMS), project, env, log)
     _check(measured, log)
-    rows.append(_row(path, size, "raw_data", None, measured))
+    rows.append(_row(path, size, "raw_data", None, measured, load))
     rows[-1].node_seconds = node_seconds(log.read_text(encoding="utf-8", errors="replace"))
     print(f"  {path} {size}: raw_data {measured.wall_s} s", flush=True)
     for num_proc in num_procs:
         log = project / f"data_processing-np{num_proc}.log"
         params = {**BASE_PARAMS, "data_processing.num_proc": num_proc}
+        load = os.getloadavg()[0]
         measured = run_measured(kedro_run("data_processing", nodes, params), project, env, log)
         _check(measured, log)
-        row = _row(path, size, "data_processing", num_proc, measured)
+        row = _row(path, size, "data_processing", num_proc, measured, load)
         log_text = log.read_text(encoding="utf-8", errors="replace")
         row.node_seconds = node_seconds(log_text)
         if path == "documents":
@@ -597,13 +598,13 @@ def machine_info() -> dict:
 
 def markdown(rows: list[Row], ceilings: list[dict], extrapolation: dict, targets: list[dict]) -> str:
     lines = ["| path | size | stage | num_proc | wall s | nodes s | peak RSS tree GiB | max process GiB | CPU s "
-             "| rows in | rows out | tokens in | tokens/s | rows/s |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| rows in | rows out | tokens in | tokens/s | rows/s | load |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r.path} | {r.size:,} | {r.stage} | {r.num_proc if r.num_proc is not None else '-'} "
                      f"| {r.wall_s} | {round(sum(r.node_seconds.values()), 1) if r.node_seconds else '-'} | {r.peak_tree_rss_gib} | {r.max_process_rss_gib} | {r.cpu_s} "
                      f"| {_n(r.rows_in)} | {_n(r.rows_out)} | {_n(r.tokens_in)} | {_n(r.tokens_per_s)} "
-                     f"| {_n(r.rows_per_s)} |")
+                     f"| {_n(r.rows_per_s)} | {r.load_average_1min} |")
     if ceilings:
         lines += ["", "| fast tokenizer alone | tokens | seconds | tokens/s |", "|---|---:|---:|---:|"]
         for c in ceilings:
@@ -704,6 +705,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         print(f"  ceiling {processes} process(es){' threaded' if threaded else ''}: "
                               f"{ceiling['tokens_per_s']:,} tokens/s", flush=True)
                 rows += benchmark_size(path, size, args.num_proc, workdir, mirror, ceiling_tokens)
+                save_report(args, argv, info, rows, ceilings, complete=False)
                 if not args.keep:
                     for folder in (mirror, project):
                         shutil.rmtree(folder)
@@ -717,21 +719,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                     parent.rmdir()
         else:
             print(f"kept: {workdir}")
+    report = save_report(args, argv, info, rows, ceilings, complete=True)
+    print(markdown(rows, ceilings, report["extrapolation"], report["targets"]))
+    print(f"\nwritten: {RESULTS_JSON.relative_to(REPO) if RESULTS_JSON.is_relative_to(REPO) else RESULTS_JSON}")
+
+
+def save_report(args: argparse.Namespace, argv: Sequence[str] | None, info: dict, rows: list[Row],
+                ceilings: list[dict], complete: bool) -> dict:
+    """Write the results so far (after every size, so an interrupted run leaves them)."""
     extrapolation = extrapolate(rows, ceilings, args.cores)
-    targets = check_targets(rows, ceilings, extrapolation)
     report = {
         "what": "data_processing with the paper's data settings (kedro run --env paper) on synthetic "
                 "OpenWebText-like documents and wiki1m-like sentences; see docs/data_scale.md",
         "command": " ".join(["python", "benchmarks/data_scale.py", *(argv if argv is not None else sys.argv[1:])]),
-        "machine": info, "encoder": OFFLINE_ENCODER, "seed": args.seed,
-        "document_words": DOCUMENT_WORDS, "rss_poll_seconds": POLL_SECONDS,
+        "complete": complete,
+        "machine": {**info, "load_average_at_end": os.getloadavg()}, "encoder": OFFLINE_ENCODER,
+        "seed": args.seed, "document_words": DOCUMENT_WORDS, "rss_poll_seconds": POLL_SECONDS,
         "runs": [asdict(r) for r in rows], "ceiling": ceilings,
-        "extrapolation": extrapolation, "targets": targets,
+        "extrapolation": extrapolation, "targets": check_targets(rows, ceilings, extrapolation),
     }
     write_results(report, rows)
-    print(markdown(rows, ceilings, extrapolation, targets))
-    print(f"\nwritten: {RESULTS_JSON.relative_to(REPO) if RESULTS_JSON.is_relative_to(REPO) else RESULTS_JSON}")
-
+    return report
 
 if __name__ == "__main__":
     main()

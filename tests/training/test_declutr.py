@@ -46,7 +46,7 @@ def documents(mirror_dir, tokenizer) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def span_table(documents) -> pd.DataFrame:
     return sample_spans(documents["doc_id"].tolist(), documents["n_tokens"].tolist(), SPANS, seed=3, epochs=2,
-                        report=StepReport("spans"))
+                        report=StepReport("spans")).to_pandas()
 
 
 def make_collate(documents, span_table, tokenizer, **settings) -> DeclutrCollate:

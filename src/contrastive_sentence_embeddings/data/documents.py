@@ -15,6 +15,7 @@ from)."""
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -44,6 +45,8 @@ TOKENIZED_COLUMNS = ["doc_id", "source", "title", "input_ids", "n_tokens"]
 # Documents per Arrow record batch while the raw documents are written out: the
 # reading side holds at most this many texts.
 WRITE_BATCH_DOCUMENTS = 256
+# The fewest documents worth a tokenising worker process of their own.
+DOCUMENTS_PER_WORKER = 256
 
 Document = tuple[str, str, str, str]  # doc_id, source (file:line), title, text
 
@@ -256,9 +259,11 @@ def tokenized_long_documents(
     what: str = "long_documents",
     num_proc: int | None = 1,
     workdir: Path | None = None,
+    documents_per_worker: int = DOCUMENTS_PER_WORKER,
 ):
     """``documents`` (``(doc_id, source, title, text)``, read lazily) tokenised once
-    with ``tokenizer`` on ``num_proc`` worker processes (``data.parallel.worker_count``)
+    with ``tokenizer`` on ``num_proc`` worker processes (``data.parallel.worker_count``,
+    at most one per ``documents_per_worker`` documents)
     and filtered by the rule of :func:`keep_long_documents` (too many unknown tokens,
     then fewer than ``min_tokens``; counted with examples in document order). Returns
     a ``datasets.Dataset`` with ``TOKENIZED_COLUMNS``, in input order whatever
@@ -281,7 +286,9 @@ def tokenized_long_documents(
         count = write_documents(documents, raw_path)
         require_rows(count, f"{what} (no document to tokenise)")
         raw = datasets.Dataset.from_file(str(raw_path), in_memory=False)
-        workers = worker_count(num_proc, count)
+        # a worker for every documents_per_worker documents at most: starting one costs
+        # about a second, so a small corpus is tokenised in this process
+        workers = worker_count(num_proc, math.ceil(count / documents_per_worker))
         start = time.perf_counter()
         decided = raw.map(
             _TokenizeAndDecide(tokenizer, min_tokens, max_unk_fraction),

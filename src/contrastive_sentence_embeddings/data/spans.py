@@ -274,8 +274,8 @@ def sample_spans(
     naming ``what``).
 
     The work is cut into runs of ``chunk`` documents of one epoch and sampled on
-    ``num_proc`` processes (``data.parallel.worker_count``; never more than there are
-    runs). Each document's spans come from its own generator (``document_rng``), so
+    ``num_proc`` processes (``data.parallel.worker_count``; no more than ``chunk``
+    (epoch, document) pairs would keep busy). Each document's spans come from its own generator (``document_rng``), so
     the table and the counts are the same whatever ``num_proc`` and ``chunk`` are:
     the runs are put back in order and their reports added in order."""
     from contrastive_sentence_embeddings.data.parallel import worker_count
@@ -283,7 +283,8 @@ def sample_spans(
     doc_ids, doc_lengths = list(doc_ids), [int(n) for n in doc_lengths]
     work = [(epoch, doc_ids[begin : begin + chunk], doc_lengths[begin : begin + chunk], config, seed, report.step)
             for epoch in range(epochs) for begin in range(0, len(doc_ids), chunk)]
-    workers = worker_count(num_proc, len(work))
+    # no more workers than there are runs' worth of work (a small table is sampled in-process)
+    workers = worker_count(num_proc, math.ceil(len(doc_ids) * epochs / chunk))
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 

@@ -67,6 +67,8 @@ def test_long_documents_are_tokenised_and_filtered(write_file, partitions):
     owt = write_file("owt/a.txt", ("word " * 50 + "\n") + "\n" + ("word " * 5 + "\n"))
     params = {"inputs": ["openwebtext"], "min_doc_tokens": 40}
     kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}), params, DEFAULT_ENCODER, "skip")
+    assert kept.features["input_ids"].feature.dtype == "int32" and "text" not in kept.column_names
+    kept = kept.to_pandas()
     assert kept["doc_id"].tolist() == ["a.txt:1"]
     assert kept["n_tokens"].tolist() == [50] and len(kept["input_ids"][0]) == 50
     counts = report["long_documents"]
@@ -78,6 +80,7 @@ def test_declutr_spans_node_reads_its_parameters():
     documents = pd.DataFrame({"doc_id": ["a", "b"], "n_tokens": [1000, 50]})
     params = {"num_anchors": 2, "num_positives": 3, "min_length": 10, "max_length": 100, "anchor_gap": 100, "epochs": 2, "seed": 0}
     spans, report = nodes.sample_declutr_spans(documents, params)
+    spans = spans.to_pandas()
     assert len(spans) == 2 * 2  # doc a, 2 anchors, 2 epochs; doc b is too short
     assert spans["positive_starts"].map(len).eq(3).all()
     assert report["declutr_spans"]["dropped"] == {"document too short for the sampled spans": 2}

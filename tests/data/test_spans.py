@@ -11,6 +11,7 @@ from contrastive_sentence_embeddings.data.spans import (
     positive_start_range,
     sample_document_spans,
     sample_spans,
+    span_schema,
     span_length,
 )
 
@@ -230,3 +231,18 @@ def test_span_parameters_are_parsed_strictly():
         span_settings_from_params({**params, "anchor_placement": "cells"})
     with pytest.raises(ValueError, match="anchor_gap 1024 cannot be honoured"):
         span_settings_from_params({**params, "anchor_gap": 1024})
+
+
+@pytest.mark.parametrize("placement", ["uniform", "reference"])
+def test_spans_do_not_depend_on_the_number_of_workers_nor_the_runs(placement):
+    ids = [f"doc{i}" for i in range(40)]
+    lengths = [200 + 97 * i for i in range(40)]  # the first ones too short: drops to count
+    config = SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement=placement)
+    reports = [StepReport("s") for _ in range(3)]
+    one = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[0])
+    two = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[1], num_proc=2, chunk=3)
+    runs = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[2], num_proc=1, chunk=5)
+    assert one.equals(two) and one.equals(runs)
+    assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
+    assert reports[0].rows_dropped > 0 and reports[0].rows_in == 80
+    assert one.schema == span_schema()

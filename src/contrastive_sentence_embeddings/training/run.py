@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
 
 from contrastive_sentence_embeddings.config import MethodConfig

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from datasets import load_from_disk
 import pytest
 import yaml
 
@@ -251,9 +252,9 @@ def test_the_data_steps_read_what_the_paper_reads(paper_project):
     candidates = pd.read_parquet(root / "data/02_intermediate/sentence_candidates.parquet")
     assert candidates["source"].str.startswith("data/01_raw/wiki/").all()  # wiki1m only, no WikiText
     assert len(pd.read_parquet(root / "data/05_model_input/wiki_sentences.parquet")) == 64
-    documents = pd.read_parquet(root / "data/03_primary/long_documents.parquet")
+    documents = load_from_disk(str(root / "data/03_primary/long_documents")).to_pandas()
     assert len(documents) and documents["source"].str.startswith("data/01_raw/openwebtext/").all()
-    spans = pd.read_parquet(root / "data/05_model_input/declutr_spans.parquet")
+    spans = load_from_disk(str(root / "data/05_model_input/declutr_spans")).to_pandas()
     assert set(spans["epoch"]) == {0}  # one epoch of spans, as one epoch of training
     nli = pd.read_parquet(root / "data/05_model_input/nli_pairs.parquet")
     assert set(nli["split"]) == {"snli/train"}  # the training split only, never dev or test

@@ -150,7 +150,8 @@ def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped
     assert nodes["simcse.prepare_sentences"].outputs == ["simcse.own_sentences", "report_simcse.sentences"]
     assert all("simcse.own_sentences" in nodes[f"simcse.seed{s}.train"].inputs for s in (42, 43, 44))
     # Own documents bring their own spans, sampled with data_processing.declutr_spans.
-    assert nodes["declutr.sample_spans"].inputs == ["declutr.own_documents", "params:data_processing.declutr_spans"]
+    assert nodes["declutr.sample_spans"].inputs == ["declutr.own_documents", "params:data_processing.declutr_spans",
+                                                     "params:data_processing.num_proc"]
     assert {"declutr.own_documents", "declutr.own_spans"} <= set(nodes["declutr.train"].inputs)
     assert not node_names(pipelines["declutr"]) & {"ingest_longdocs", "build_long_documents", "sample_declutr_spans"}
     assert "clsr_nli.own_pairs" in nodes["clsr_nli.embed_pairs"].inputs

@@ -1,7 +1,13 @@
+import gc
+import tempfile
+import tracemalloc
+
 import pandas as pd
+import pyarrow as pa
+import pytest
 
 from contrastive_sentence_embeddings.data import documents as docs
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import EmptyInputError, StepReport
 from contrastive_sentence_embeddings.data.wikipedia import parse_wikitext
 
 
@@ -47,3 +53,81 @@ def test_keep_long_documents_counts_the_short_ones():
     assert kept["doc_id"].tolist() == ["b"]
     assert report.dropped == {"fewer than 2048 tokens": 2}
     assert report.examples["fewer than 2048 tokens"] == ["f:1", "f:3"]
+
+
+# --- streamed, parallel tokenising ------------------------------------------------------------
+def _corpus(n: int) -> list[tuple[str, str, str, str]]:
+    """Documents of varied length, some too short and some mostly unknown tokens."""
+    words = ["river", "market", "stone", "winter", "garden", "letter", "engine", "harbour"]
+    documents = []
+    for i in range(n):
+        if i % 7 == 3:
+            text = "😀 🎉 🚀 🌈 " * 20  # unknown tokens only
+        else:
+            text = " ".join(words[(i * j) % len(words)] for j in range(5 + (i * 13) % 90))
+        documents.append((f"owt.txt:{i + 1}", f"owt.txt:{i + 1}", "", text))
+    return documents
+
+
+def _tokenized(documents, tokenizer, num_proc, tmp_path=None):
+    report = StepReport("long_documents")
+    table = docs.tokenized_long_documents(iter(documents), tokenizer, 40, report, batch_size=8,
+                                          max_unk_fraction=0.5, num_proc=num_proc, documents_per_worker=1)
+    return table, report
+
+
+def test_tokenised_documents_do_not_depend_on_the_number_of_workers(tokenizer):
+    documents = _corpus(60)
+    one, one_report = _tokenized(documents, tokenizer, 1)
+    two, two_report = _tokenized(documents, tokenizer, 2)
+    assert one.to_pandas().equals(two.to_pandas())
+    assert one_report.to_dict() == two_report.to_dict()
+    # and both are what the in-memory rule keeps, in input order, with the same counts
+    frame = pd.DataFrame(documents, columns=docs.DOCUMENT_COLUMNS)
+    frame["input_ids"] = docs.tokenize_documents(frame["text"].tolist(), tokenizer)
+    frame["n_tokens"] = frame["input_ids"].map(len)
+    expected_report = StepReport("long_documents")
+    expected = docs.keep_long_documents(frame, 40, expected_report, tokenizer.unk_token_id, 0.5)
+    got = one.to_pandas()
+    assert got["doc_id"].tolist() == expected["doc_id"].tolist()
+    assert [list(ids) for ids in got["input_ids"]] == expected["input_ids"].tolist()
+    assert one_report.dropped == expected_report.dropped and one_report.examples == expected_report.examples
+    assert one_report.rows_out == len(expected) and one_report.extra["tokens_kept"] == int(expected["n_tokens"].sum())
+    assert set(one_report.dropped) == {"more than 0.5 of its tokens unknown", "fewer than 40 tokens"}
+
+
+def test_token_ids_are_int32_lists_and_the_text_is_not_kept(tokenizer):
+    table, _ = _tokenized(_corpus(10), tokenizer, 1)
+    assert table.column_names == docs.TOKENIZED_COLUMNS
+    assert table.data.schema.field("input_ids").type == pa.list_(pa.int32())
+
+
+def test_the_working_folder_is_removed_once_the_documents_are_released_or_on_error(tokenizer, tmp_path,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # let tempfile read TMPDIR again
+    neighbour = tmp_path / "cse-someone-else"  # a folder of the same kind that this run did not create
+    neighbour.mkdir()
+    table, _ = _tokenized(_corpus(10), tokenizer, 1)
+    created = [p for p in tmp_path.iterdir() if p != neighbour]
+    assert len(created) == 1 and any(created[0].glob("*.arrow"))
+    del table
+    gc.collect()
+    assert sorted(tmp_path.iterdir()) == [neighbour]
+    with pytest.raises(EmptyInputError, match="no document of at least 40 tokens"):
+        _tokenized([("a", "f:1", "", "too short")], tokenizer, 1)
+    assert sorted(tmp_path.iterdir()) == [neighbour]
+
+
+def test_a_large_file_is_streamed_into_arrow_not_held(write_file, tmp_path):
+    line = ("word " * 200).strip() + "\n"
+    raw = write_file("owt.txt", line * 20_000)  # about 20 MB
+    report = StepReport("t")
+    tracemalloc.start()
+    try:
+        written = docs.write_documents(docs.iter_line_documents(raw, "owt.txt", report), tmp_path / "d.arrow")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert written == 20_000 and report.rows_in == 20_000
+    assert peak < 4 * 2**20  # a few record batches of text, not the 20 MB file

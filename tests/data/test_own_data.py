@@ -217,13 +217,15 @@ def long_text(n_words: int, seed: int) -> str:
     return " ".join(rng.choice(words) for _ in range(n_words))
 
 
-def prepare_documents(source, min_doc_tokens=20, on_bad_input="skip"):
+def prepare_documents(source, min_doc_tokens=20, on_bad_input="skip", num_proc=1):
+    """The node's documents (an Arrow data set, read back as pandas) and its report."""
     table, report = nodes.make_prepare_documents("mine")(
-        source, {"min_doc_tokens": min_doc_tokens, "max_unk_fraction": 0.5}, DEFAULT_ENCODER, on_bad_input)
-    return table, report["mine.documents"]
+        source, {"min_doc_tokens": min_doc_tokens, "max_unk_fraction": 0.5}, DEFAULT_ENCODER, on_bad_input, num_proc)
+    assert table.features["input_ids"].feature.dtype == "int32"
+    return table.to_pandas(), report["mine.documents"]
 
 
-def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here):
+def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here, tokenizer):
     docs = here / "docs"
     (docs / "part").mkdir(parents=True)
     (docs / "a.txt").write_text(long_text(40, 1) + "\n\n" + long_text(40, 2) + "\n")
@@ -235,7 +237,10 @@ def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here)
     assert sorted(table["doc_id"]) == ["a.txt", "part/b.txt"]
     assert (table["n_tokens"] >= 20).all() and table["input_ids"].map(len).equals(table["n_tokens"])
     assert table.set_index("doc_id").loc["a.txt", "title"] == "a"
-    assert "\xff" not in table.set_index("doc_id").loc["part/b.txt", "text"]
+    # the undecodable line is left out of the document, the lines around it kept
+    kept_text = long_text(40, 3) + "\n" + long_text(5, 4)
+    assert list(table.set_index("doc_id").loc["part/b.txt", "input_ids"]) == tokenizer(
+        kept_text, add_special_tokens=False)["input_ids"]
     assert report["rows_in"] == 4 and report["rows_out"] == 2
     assert report["dropped"] == {"empty document": 1, "fewer than 20 tokens": 1} and balanced(report)
     assert report["variant_examples"] == {"document kept without a line that is not utf-8 (byte 0)": ["docs/part/b.txt:2"]}
@@ -267,7 +272,7 @@ def test_own_documents_get_spans_sampled_and_counted_like_the_built_in_ones(here
     spans, report = nodes.make_sample_spans("mine")(documents, {
         "num_anchors": 1, "num_positives": 2, "min_length": 8, "max_length": 16, "anchor_gap": 0, "epochs": 2,
         "seed": 1})
-    report = report["mine.spans"]
+    spans, report = spans.to_pandas(), report["mine.spans"]
     assert report["rows_in"] == 6 and report["rows_out"] == 6 and report["anchor_rows"] == 6
     assert set(spans["doc_id"]) == set(documents["doc_id"]) and set(spans["epoch"]) == {0, 1}
     assert ((spans["anchor_end"] - spans["anchor_start"]).between(8, 16)).all()

@@ -11,6 +11,7 @@ from contrastive_sentence_embeddings.data.spans import (
     positive_start_range,
     sample_document_spans,
     sample_spans,
+    span_schema,
     span_length,
 )
 
@@ -106,14 +107,14 @@ def test_place_anchors_refuses_what_cannot_fit():
 def test_sample_spans_is_deterministic_per_seed_and_epoch_and_order_free(placement):
     ids, lengths = [f"doc{i}" for i in range(20)], [3000] * 20
     config = SpanConfig(2, 2, 32, 256, anchor_gap=256, anchor_placement=placement)
-    first = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("a"))
-    again = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("b"))
+    first = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("a")).to_pandas()
+    again = sample_spans(ids, lengths, config, seed=3, epochs=2, report=StepReport("b")).to_pandas()
     assert first.equals(again)
-    other_seed = sample_spans(ids, lengths, config, seed=4, epochs=2, report=StepReport("c"))
+    other_seed = sample_spans(ids, lengths, config, seed=4, epochs=2, report=StepReport("c")).to_pandas()
     assert not first.equals(other_seed)
     epoch0, epoch1 = (first[first["epoch"] == e].drop(columns="epoch").reset_index(drop=True) for e in (0, 1))
     assert not epoch0.equals(epoch1)  # new spans each epoch
-    reversed_docs = sample_spans(ids[::-1], lengths, config, seed=3, epochs=1, report=StepReport("d"))
+    reversed_docs = sample_spans(ids[::-1], lengths, config, seed=3, epochs=1, report=StepReport("d")).to_pandas()
     key = ["doc_id", "anchor"]
     assert reversed_docs.sort_values(key).reset_index(drop=True).equals(
         first[first["epoch"] == 0].sort_values(key).reset_index(drop=True)
@@ -123,7 +124,7 @@ def test_sample_spans_is_deterministic_per_seed_and_epoch_and_order_free(placeme
 def test_too_short_documents_are_skipped_and_counted_never_an_error():
     config = SpanConfig(2, 2, 32, 512, anchor_gap=512)
     report = StepReport("t")
-    spans = sample_spans(["long", "short", "tiny"], [4000, 300, 5], config, seed=0, epochs=1, report=report)
+    spans = sample_spans(["long", "short", "tiny"], [4000, 300, 5], config, seed=0, epochs=1, report=report).to_pandas()
     assert set(spans["doc_id"]) == {"long"}
     assert len(spans) == 2
     assert report.rows_in == 3 and report.rows_out == 1
@@ -193,7 +194,7 @@ def test_reference_skips_and_counts_documents_shorter_than_the_released_minimum(
     config = SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement="reference")
     assert config.min_document_length == 2 * 2 * 128
     report = StepReport("t")
-    spans = sample_spans(["long", "short"], [512, 511], config, seed=0, epochs=1, report=report)
+    spans = sample_spans(["long", "short"], [512, 511], config, seed=0, epochs=1, report=report).to_pandas()
     assert set(spans["doc_id"]) == {"long"}
     reason = "document shorter than 2 * num_anchors * max_length (anchor_placement: reference)"
     assert report.dropped == {reason: 1} and report.examples[reason] == ["short (epoch 0)"]
@@ -230,3 +231,18 @@ def test_span_parameters_are_parsed_strictly():
         span_settings_from_params({**params, "anchor_placement": "cells"})
     with pytest.raises(ValueError, match="anchor_gap 1024 cannot be honoured"):
         span_settings_from_params({**params, "anchor_gap": 1024})
+
+
+@pytest.mark.parametrize("placement", ["uniform", "reference"])
+def test_spans_do_not_depend_on_the_number_of_workers_nor_the_runs(placement):
+    ids = [f"doc{i}" for i in range(40)]
+    lengths = [200 + 97 * i for i in range(40)]  # the first ones too short: drops to count
+    config = SpanConfig(2, 2, 32, 128, anchor_gap=128, anchor_placement=placement)
+    reports = [StepReport("s") for _ in range(3)]
+    one = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[0])
+    two = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[1], num_proc=2, chunk=3)
+    runs = sample_spans(ids, lengths, config, seed=7, epochs=2, report=reports[2], num_proc=1, chunk=5)
+    assert one.equals(two) and one.equals(runs)
+    assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
+    assert reports[0].rows_dropped > 0 and reports[0].rows_in == 80
+    assert one.schema == span_schema()

@@ -46,7 +46,7 @@ def documents(mirror_dir, tokenizer) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def span_table(documents) -> pd.DataFrame:
     return sample_spans(documents["doc_id"].tolist(), documents["n_tokens"].tolist(), SPANS, seed=3, epochs=2,
-                        report=StepReport("spans"))
+                        report=StepReport("spans")).to_pandas()
 
 
 def make_collate(documents, span_table, tokenizer, **settings) -> DeclutrCollate:
@@ -268,3 +268,33 @@ def test_trainer_under_ddp_keeps_processes_in_step(documents, span_table, tiny_b
         assert first["weights"] == second["weights"], method  # DDP kept the replicas identical
         assert first["weights"] != ranks[0]["initial"], method  # and they trained
         assert all(math.isfinite(x) for x in first["loss"])
+
+
+def test_memory_mapped_documents_give_the_same_batches_as_token_lists(documents, span_table, tokenizer, tmp_path):
+    """The trainer's documents read from the saved Arrow data set (several shards,
+    memory-mapped) make exactly the batches that Python lists of token ids make."""
+    import numpy as np
+
+    from contrastive_sentence_embeddings.datasets import ArrowDataset
+
+    saved = ArrowDataset(str(tmp_path / "long_documents"), max_shard_size=20_000)
+    saved.save(documents[["doc_id", "source", "title", "input_ids", "n_tokens"]])
+    assert len(list((tmp_path / "long_documents").glob("*.arrow"))) > 1
+    spans = spans_by_document(span_table)
+    mapped = training_documents(saved.load(), spans, len(tokenizer))
+    as_lists = {doc_id: [int(i) for i in ids] for doc_id, ids in zip(documents["doc_id"], documents["input_ids"])}
+    assert isinstance(mapped[documents["doc_id"][0]], np.ndarray)
+    settings = {"max_span_tokens": 40, "mlm_probability": 0.15, "bucket_tokens": 256, "seed": 9}
+    from_arrow = DeclutrCollate(mapped, spans, tokenizer, **settings)
+    from_lists = DeclutrCollate(as_lists, spans, tokenizer, **settings)
+    assert from_arrow.fingerprint() == from_lists.fingerprint()
+    doc_ids = documents["doc_id"].tolist()
+    for epoch in (0, 1):
+        from_arrow.set_epoch(epoch)
+        from_lists.set_epoch(epoch)
+        for step in range(0, len(doc_ids), 3):
+            a, b = from_arrow(doc_ids[step : step + 3]), from_lists(doc_ids[step : step + 3])
+            for kind in ("anchors", "positives"):
+                assert len(a[kind]) == len(b[kind])
+                for x, y in zip(a[kind], b[kind]):
+                    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)

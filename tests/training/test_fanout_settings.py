@@ -5,6 +5,8 @@ tests/pipelines/training/test_fanout.py.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -90,3 +92,30 @@ def test_cse_train_runs_are_the_graphs_runs():
     assert method_run(params, "declutr")[1] == "documents"
     with pytest.raises(ParameterError, match="simcse.seed42, simcse.seed43, declutr"):
         method_run(params, "simcse")
+
+
+def test_the_workers_map_the_saved_documents_instead_of_a_copy(tmp_path):
+    """A fanned-out DeCLUTR run hands its workers the folder the catalog's Arrow data set
+    is memory-mapped from (nothing copied); an in-memory table is saved into the job."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from contrastive_sentence_embeddings.datasets import ArrowDataset
+    from contrastive_sentence_embeddings.training.fanout import TrainingJob, load_table, prepare_job
+
+    saved = ArrowDataset(str(tmp_path / "long_documents"))
+    saved.save(pa.table({"doc_id": ["a", "b", "c"], "input_ids": pa.array([[1, 2], [3], [4, 5, 6]], pa.list_(pa.int32()))}))
+    documents = saved.load()
+    spans = pa.table({"epoch": [0], "doc_id": ["a"]})
+    job_folder = tmp_path / "job"
+    job_folder.mkdir()
+    job = prepare_job(job_folder, "documents", "encoder", block("declutr"),
+                      {"documents": documents, "spans": spans, "selected": documents.select([2, 0]),
+                       "frame": pd.DataFrame({"x": [1]})})
+    assert job.data["documents"] == str((tmp_path / "long_documents").resolve())
+    assert {name: Path(path).parent for name, path in job.data.items() if name != "documents"} == {
+        "spans": job_folder.resolve(), "selected": job_folder.resolve(), "frame": job_folder.resolve()}
+    loaded = {name: load_table(path) for name, path in TrainingJob.load(job_folder).data.items()}
+    assert loaded["documents"]["input_ids"] == [[1, 2], [3], [4, 5, 6]]
+    assert loaded["selected"]["doc_id"] == ["c", "a"] and loaded["spans"]["doc_id"] == ["a"]
+    assert loaded["frame"]["x"].tolist() == [1]

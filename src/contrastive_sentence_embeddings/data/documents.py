@@ -1,13 +1,30 @@
 """Long documents for DeCLUTR: WikiText articles and OpenWebText documents,
-tokenised once with the encoder's tokenizer and filtered by length."""
+tokenised once with the encoder's tokenizer and filtered by length.
+
+The documents are streamed, never held whole: a reader yields one document at a
+time, :func:`write_documents` writes them into an Arrow file in record batches, and
+:func:`tokenized_long_documents` tokenises that file with ``datasets.Dataset.map``
+(batched, on ``num_proc`` worker processes), deciding in the workers which documents
+are kept, so token ids (Arrow ``int32`` lists) are only stored for those. The result
+is a ``datasets.Dataset`` memory-mapped from files in a working folder this module
+creates (and removes once the data set is released); the catalog's ``ArrowDataset``
+saves it as shards. The raw text is not kept: DeCLUTR reads only ``doc_id``,
+``input_ids`` and ``n_tokens`` (``title`` and ``source`` say where a document came
+from)."""
 
 from __future__ import annotations
 
 import logging
+import math
+import shutil
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
@@ -23,40 +40,62 @@ logger = logging.getLogger(__name__)
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "title", "text"]
 DOCUMENT_INPUTS = ("wikitext", "openwebtext")
+# The columns of a prepared long-documents data set (built-in or own), in this order.
+TOKENIZED_COLUMNS = ["doc_id", "source", "title", "input_ids", "n_tokens"]
+# Documents per Arrow record batch while the raw documents are written out: the
+# reading side holds at most this many texts.
+WRITE_BATCH_DOCUMENTS = 256
+# The fewest documents worth a tokenising worker process of their own.
+DOCUMENTS_PER_WORKER = 256
+
+Document = tuple[str, str, str, str]  # doc_id, source (file:line), title, text
+
+
+def iter_wikitext_documents(
+    articles: Iterable[Article], source_file: str, unk_token: str
+) -> Iterator[Document]:
+    """One document per article: detokenised paragraphs joined by newlines, WikiText's
+    ``<unk>`` replaced by the tokenizer's own unknown token (so it stays one token)."""
+    for index, article in enumerate(articles):
+        text = "\n".join(detokenize_wikitext(p) for _, p in article.paragraphs)
+        yield (
+            f"{source_file}#{index}",
+            article.location,
+            detokenize_wikitext(article.title).replace(WIKITEXT_UNK, unk_token),
+            text.replace(WIKITEXT_UNK, unk_token),
+        )
 
 
 def wikitext_documents(
     articles: Iterable[Article], source_file: str, unk_token: str
 ) -> pd.DataFrame:
-    """One document per article: detokenised paragraphs joined by newlines, WikiText's
-    ``<unk>`` replaced by the tokenizer's own unknown token (so it stays one token)."""
-    rows = []
-    for index, article in enumerate(articles):
-        text = "\n".join(detokenize_wikitext(p) for _, p in article.paragraphs)
-        rows.append(
-            (
-                f"{source_file}#{index}",
-                article.location,
-                detokenize_wikitext(article.title).replace(WIKITEXT_UNK, unk_token),
-                text.replace(WIKITEXT_UNK, unk_token),
-            )
-        )
-    return pd.DataFrame(rows, columns=DOCUMENT_COLUMNS)
+    """:func:`iter_wikitext_documents` as a ``DOCUMENT_COLUMNS`` table."""
+    return pd.DataFrame(list(iter_wikitext_documents(articles, source_file, unk_token)), columns=DOCUMENT_COLUMNS)
+
+
+def iter_line_documents(
+    raw: RawFile, source_file: str, report: StepReport, on_bad_input: str = "skip"
+) -> Iterator[Document]:
+    """One document per line (the OpenWebText layout), read lazily; empty lines are
+    dropped, counted. A file with no document is an error naming it (raised once the
+    file has been read to its end)."""
+    label = raw.label  # resolved once per file, not once per line
+    yielded = 0
+    for number, line in raw.iter_lines(report, on_bad_input):
+        text = normalize_text(line)
+        if not text:
+            report.drop("empty document", where=f"{label}:{number}")
+            continue
+        yielded += 1
+        yield f"{source_file}:{number}", f"{label}:{number}", "", text
+    require_rows(yielded, f"{label} (one-document-per-line file)")
 
 
 def line_documents(
     raw: RawFile, source_file: str, report: StepReport, on_bad_input: str = "skip"
 ) -> pd.DataFrame:
-    """One document per line (the OpenWebText layout); empty lines are dropped, counted."""
-    rows = []
-    for number, line in raw.iter_lines(report, on_bad_input):
-        text = normalize_text(line)
-        if not text:
-            report.drop("empty document", where=f"{raw.label}:{number}")
-            continue
-        rows.append((f"{source_file}:{number}", f"{raw.label}:{number}", "", text))
-    require_rows(len(rows), f"{raw.label} (one-document-per-line file)")
-    return pd.DataFrame(rows, columns=DOCUMENT_COLUMNS)
+    """:func:`iter_line_documents` as a ``DOCUMENT_COLUMNS`` table."""
+    return pd.DataFrame(list(iter_line_documents(raw, source_file, report, on_bad_input)), columns=DOCUMENT_COLUMNS)
 
 
 def tokenize_documents(
@@ -67,11 +106,7 @@ def tokenize_documents(
     ids: list[list[int]] = []
     start = time.perf_counter()
     for begin in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", leave=False):
-        batch = texts[begin : begin + batch_size]
-        encoded = tokenizer(
-            batch, add_special_tokens=False, truncation=False, verbose=False
-        )
-        ids.extend(encoded["input_ids"])
+        ids.extend(encode_texts(texts[begin : begin + batch_size], tokenizer))
     elapsed = time.perf_counter() - start
     logger.info(
         "tokenised %d documents (%d tokens) in %.1f s (%.0f documents/s)",
@@ -83,11 +118,37 @@ def tokenize_documents(
     return ids
 
 
+def encode_texts(texts: list[str], tokenizer) -> list[list[int]]:
+    """The token ids of ``texts`` as one tokenizer call: no special tokens, no
+    truncation (the ids of a text do not depend on the others in the call)."""
+    return tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+
+
 def unknown_token_fraction(token_ids: Sequence[int], unk_token_id: int) -> float:
     """The share of ``token_ids`` that are the unknown token (0 for no tokens)."""
     if not len(token_ids):
         return 0.0
     return sum(1 for token in token_ids if token == unk_token_id) / len(token_ids)
+
+
+def unknown_reason(max_unk_fraction: float) -> str:
+    return f"more than {max_unk_fraction:g} of its tokens unknown"
+
+
+def short_reason(min_tokens: int) -> str:
+    return f"fewer than {min_tokens} tokens"
+
+
+def drop_reason(
+    n_tokens: int, unknown_fraction: float, min_tokens: int, max_unk_fraction: float | None
+) -> str | None:
+    """Why a document of ``n_tokens`` tokens, ``unknown_fraction`` of them unknown, is
+    dropped (too many unknown tokens is checked first), or None when it is kept."""
+    if max_unk_fraction is not None and unknown_fraction > max_unk_fraction:
+        return unknown_reason(max_unk_fraction)
+    if n_tokens < min_tokens:
+        return short_reason(min_tokens)
+    return None
 
 
 def keep_long_documents(
@@ -103,37 +164,193 @@ def keep_long_documents(
     ``max_unk_fraction``, documents whose share of unknown tokens (column
     ``input_ids``) is above ``max_unk_fraction`` are dropped and counted first:
     text the tokenizer cannot represent is no training signal. An empty result is
-    an error naming ``what``."""
+    an error naming ``what``. (The in-memory form of the rule
+    :func:`tokenized_long_documents` applies in its workers.)"""
     if unk_token_id is not None and max_unk_fraction is not None:
         fractions = documents["input_ids"].map(lambda ids: unknown_token_fraction(ids, unk_token_id))
         mostly_unknown = fractions > max_unk_fraction
         for source in documents.loc[mostly_unknown, "source"]:
-            report.drop(f"more than {max_unk_fraction:g} of its tokens unknown", where=source)
+            report.drop(unknown_reason(max_unk_fraction), where=source)
         documents = documents.loc[~mostly_unknown]
     long_enough = documents["n_tokens"] >= min_tokens
     for source in documents.loc[~long_enough, "source"]:
-        report.drop(f"fewer than {min_tokens} tokens", where=source)
+        report.drop(short_reason(min_tokens), where=source)
     require_rows(int(long_enough.sum()), f"{what} (no document of at least {min_tokens} tokens)")
     return documents.loc[long_enough].reset_index(drop=True)
 
 
+# --- streamed, parallel, out of core ---------------------------------------------------------
+def document_schema() -> pa.Schema:
+    return pa.schema([(name, pa.string()) for name in DOCUMENT_COLUMNS])
+
+
+def tokenized_features():
+    """The ``datasets`` features of a prepared long-documents data set (token ids as
+    Arrow ``int32`` lists), plus the ``drop_reason`` the workers decide."""
+    import datasets
+
+    return datasets.Features({
+        "doc_id": datasets.Value("string"),
+        "source": datasets.Value("string"),
+        "title": datasets.Value("string"),
+        "input_ids": datasets.List(datasets.Value("int32")),
+        "n_tokens": datasets.Value("int64"),
+        "drop_reason": datasets.Value("string"),
+    })
+
+
+def write_documents(documents: Iterable[Document], path: Path, batch_documents: int = WRITE_BATCH_DOCUMENTS) -> int:
+    """Write ``documents`` to an Arrow stream file at ``path`` (the format
+    ``datasets.Dataset.from_file`` memory-maps), ``batch_documents`` per record batch,
+    so that no more than one batch is held; returns how many were written."""
+    schema = document_schema()
+    written = 0
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        batch: list[Document] = []
+        for document in documents:
+            batch.append(document)
+            if len(batch) >= batch_documents:
+                writer.write_batch(pa.RecordBatch.from_arrays(
+                    [pa.array(column, pa.string()) for column in zip(*batch)], schema=schema))
+                written += len(batch)
+                batch = []
+        if batch:
+            writer.write_batch(pa.RecordBatch.from_arrays(
+                [pa.array(column, pa.string()) for column in zip(*batch)], schema=schema))
+            written += len(batch)
+    return written
+
+
+class _TokenizeAndDecide:
+    """The workers' function (picklable): a batch of documents in, their token ids,
+    counts and drop reason out; a dropped document's ids are not kept."""
+
+    def __init__(self, tokenizer, min_tokens: int, max_unk_fraction: float | None):
+        self.tokenizer = tokenizer
+        self.min_tokens = min_tokens
+        self.max_unk_fraction = max_unk_fraction
+
+    def __call__(self, batch: dict) -> dict:
+        ids = encode_texts(batch["text"], self.tokenizer)
+        unk = self.tokenizer.unk_token_id
+        kept_ids, lengths, reasons = [], [], []
+        for tokens in ids:
+            fraction = unknown_token_fraction(tokens, unk) if self.max_unk_fraction is not None else 0.0
+            reason = drop_reason(len(tokens), fraction, self.min_tokens, self.max_unk_fraction)
+            kept_ids.append(tokens if reason is None else [])
+            lengths.append(len(tokens))
+            reasons.append(reason or "")
+        return {"input_ids": kept_ids, "n_tokens": lengths, "drop_reason": reasons}
+
+
+def working_folder(what: str) -> Path:
+    """A new folder of this run for ``what``'s intermediate Arrow files, in the system's
+    temporary area (``$TMPDIR``); only this folder is ever removed."""
+    return Path(tempfile.mkdtemp(prefix=f"cse-{what.replace('/', '_').replace(' ', '_')}-"))
+
+
 def tokenized_long_documents(
-    documents: pd.DataFrame,
+    documents: Iterable[Document],
     tokenizer,
     min_tokens: int,
     report: StepReport,
     batch_size: int = 64,
     max_unk_fraction: float | None = None,
     what: str = "long_documents",
-) -> pd.DataFrame:
-    """``documents`` (``DOCUMENT_COLUMNS``) tokenised once with ``tokenizer`` (columns
-    ``input_ids`` and ``n_tokens`` added) and filtered by :func:`keep_long_documents`;
-    ``report.rows_out`` and the tokens kept are recorded. The built-in documents and
-    the user's own go through this same step."""
-    documents = documents.copy()
-    documents["input_ids"] = tokenize_documents(documents["text"].tolist(), tokenizer, batch_size)
-    documents["n_tokens"] = documents["input_ids"].map(len)
-    kept = keep_long_documents(documents, min_tokens, report, tokenizer.unk_token_id, max_unk_fraction, what)
-    report.rows_out = len(kept)
-    report.extra["tokens_kept"] = int(kept["n_tokens"].sum())
-    return kept
+    num_proc: int | None = 1,
+    workdir: Path | None = None,
+    documents_per_worker: int = DOCUMENTS_PER_WORKER,
+):
+    """``documents`` (``(doc_id, source, title, text)``, read lazily) tokenised once
+    with ``tokenizer`` on ``num_proc`` worker processes (``data.parallel.worker_count``,
+    at most one per ``documents_per_worker`` documents)
+    and filtered by the rule of :func:`keep_long_documents` (too many unknown tokens,
+    then fewer than ``min_tokens``; counted with examples in document order). Returns
+    a ``datasets.Dataset`` with ``TOKENIZED_COLUMNS``, in input order whatever
+    ``num_proc`` is; ``report.rows_out`` and ``tokens_kept`` are recorded. An empty
+    result is an error naming ``what``. The built-in documents and the user's own go
+    through this same step.
+
+    Intermediate files live in ``workdir`` (default: a new :func:`working_folder`),
+    removed when the returned data set is released (or on error, or at exit) when
+    this function created it."""
+    import datasets
+    import pyarrow.compute as pc
+
+    from contrastive_sentence_embeddings.data.parallel import worker_count
+
+    created = workdir is None
+    folder = working_folder(what) if created else Path(workdir)
+    try:
+        raw_path = folder / "documents.arrow"
+        count = write_documents(documents, raw_path)
+        require_rows(count, f"{what} (no document to tokenise)")
+        raw = datasets.Dataset.from_file(str(raw_path), in_memory=False)
+        # a worker for every documents_per_worker documents at most: starting one costs
+        # about a second, so a small corpus is tokenised in this process
+        workers = worker_count(num_proc, math.ceil(count / documents_per_worker))
+        start = time.perf_counter()
+        decided = raw.map(
+            _TokenizeAndDecide(tokenizer, min_tokens, max_unk_fraction),
+            batched=True,
+            batch_size=batch_size,
+            num_proc=workers if workers > 1 else None,
+            remove_columns=["text"],
+            features=tokenized_features(),
+            load_from_cache_file=False,
+            new_fingerprint=f"tokenized-{time.time_ns()}",
+            desc=f"tokenising ({workers} worker{'s' if workers > 1 else ''})",
+        )
+        elapsed = time.perf_counter() - start
+        lengths = decided.data.column("n_tokens")
+        logger.info("%s: tokenised %d documents (%d tokens) in %.1f s with %d worker(s) (%.0f tokens/s)", what,
+                    count, pc.sum(lengths).as_py() or 0, elapsed, workers,
+                    (pc.sum(lengths).as_py() or 0) / elapsed if elapsed else float("inf"))
+        kept = _count_drops(decided, report)
+        require_rows(len(kept), f"{what} (no document of at least {min_tokens} tokens)")
+        result = decided.select(kept).select_columns(TOKENIZED_COLUMNS)
+        report.rows_out = len(kept)
+        report.extra["tokens_kept"] = int(pc.sum(pc.take(lengths, pa.array(kept))).as_py() or 0)
+    except BaseException:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if created:
+        weakref.finalize(result, shutil.rmtree, str(folder), True)
+    return result
+
+
+def _count_drops(decided, report: StepReport):
+    """Count the workers' drop decisions in ``report``, with the first examples of each
+    reason in document order; return the row numbers of the documents kept (a numpy
+    array). Reads the ``drop_reason`` column, and ``source`` only at the examples."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from contrastive_sentence_embeddings.data.report import MAX_EXAMPLES_PER_REASON
+
+    reasons = decided.data.column("drop_reason")
+    sources = decided.data.column("source")
+    for entry in pc.value_counts(reasons).to_pylist():
+        reason, count = entry["values"], entry["counts"]
+        if not reason:
+            continue
+        examples: list[str] = []
+        for chunk, source_chunk in zip(reasons.chunks, _aligned_chunks(sources, reasons)):
+            if len(examples) < MAX_EXAMPLES_PER_REASON:
+                rows = pc.indices_nonzero(pc.equal(chunk, reason))[: MAX_EXAMPLES_PER_REASON - len(examples)]
+                examples.extend(pc.take(source_chunk, rows).to_pylist())
+        report.drop(reason, count - len(examples))
+        for where in examples:
+            report.drop(reason, where=where)
+    kept = pc.equal(reasons, "")
+    return np.flatnonzero(kept.to_numpy(zero_copy_only=False))
+
+
+def _aligned_chunks(column: pa.ChunkedArray, like: pa.ChunkedArray) -> list[pa.Array]:
+    """``column`` cut into the chunk lengths of ``like`` (zero-copy slices)."""
+    pieces, start = [], 0
+    for chunk in like.chunks:
+        pieces.append(column.slice(start, len(chunk)))
+        start += len(chunk)
+    return pieces

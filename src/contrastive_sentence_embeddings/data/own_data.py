@@ -30,7 +30,6 @@ from typing import Any
 
 import pandas as pd
 
-from contrastive_sentence_embeddings.data.documents import DOCUMENT_COLUMNS
 from contrastive_sentence_embeddings.data.pairs import PAIR_COLUMNS, drop_duplicate_pairs
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input, require_rows
@@ -384,18 +383,20 @@ def document_records(path: str | None, hub: str | None, subset: str | None, spli
     return table_documents(records, column, report, on_bad_input)
 
 
-def own_documents(documents: Iterable[tuple[str, str, str, str]], report: StepReport, label: str) -> pd.DataFrame:
-    """The documents as a ``DOCUMENT_COLUMNS`` table; empty ones dropped and counted. No
-    document at all is an error naming the source."""
-    rows = []
+def own_documents(documents: Iterable[tuple[str, str, str, str]], report: StepReport,
+                  label: str) -> Iterator[tuple[str, str, str, str]]:
+    """The documents (``DOCUMENT_COLUMNS`` tuples), passed on one at a time; empty ones
+    dropped and counted. No document at all is an error naming the source (raised
+    once the source has been read to its end)."""
+    yielded = 0
     for doc_id, where, title, text in documents:
         if not text:
             report.drop("empty document", where=where)
             continue
-        rows.append((doc_id, where, title, text))
+        yielded += 1
+        yield doc_id, where, title, text
     require_rows(report.rows_in, f"{label} (own documents)")
-    require_rows(len(rows), f"{label} (own documents: every document is empty)")
-    return pd.DataFrame(rows, columns=DOCUMENT_COLUMNS)
+    require_rows(yielded, f"{label} (own documents: every document is empty)")
 
 
 def table_documents(records: Iterable[Record], column: str, report: StepReport,

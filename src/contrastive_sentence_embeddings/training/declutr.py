@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,16 @@ class DocumentSpans:
     positives: tuple[tuple[tuple[int, int], ...], ...]
 
 
-def spans_by_document(spans: pd.DataFrame) -> dict[tuple[int, str], DocumentSpans]:
+def spans_by_document(spans) -> dict[tuple[int, str], DocumentSpans]:
     """``(epoch, doc_id) -> DocumentSpans`` from the ``declutr_spans`` table (one row
-    per epoch, document and anchor). Every document must have the same number of
-    anchors and every anchor the same number of positives, since the loss reshapes
+    per epoch, document and anchor; a pandas ``DataFrame``, a ``pyarrow.Table`` or the
+    ``datasets.Dataset`` the catalog loads). Every document must have the same number
+    of anchors and every anchor the same number of positives, since the loss reshapes
     them into a grid; a table that breaks this is refused."""
+    if isinstance(spans, pa.Table):
+        spans = spans.to_pandas()
+    elif not isinstance(spans, pd.DataFrame):
+        spans = spans.to_pandas()  # a datasets.Dataset: a few small integer columns per anchor
     required = {"epoch", "doc_id", "anchor", "anchor_start", "anchor_end", "positive_starts", "positive_ends"}
     missing = required - set(spans.columns)
     if missing:
@@ -170,7 +176,7 @@ class DeclutrCollate:
         # Spans are cut from ids without special tokens; too-long spans are clipped so
         # that the span plus [CLS]/[SEP] (or <s>/</s>) fits the model.
         end = min(end, start + self.max_span_tokens)
-        return [*self._prefix, *doc[start:end], *self._suffix]
+        return [*self._prefix, *_as_ints(doc[start:end]), *self._suffix]
 
     def __call__(self, doc_ids: Sequence[str]) -> dict:
         anchors, positives, generators = [], [], []
@@ -218,6 +224,12 @@ class DeclutrCollate:
         return buckets
 
 
+def _as_ints(ids) -> list[int]:
+    """A slice of token ids as Python ints (a numpy slice of the memory-mapped ids, or
+    a list)."""
+    return ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+
+
 def special_token_template(tokenizer) -> tuple[list[int], list[int]]:
     """The special tokens the tokenizer puts before and after one sequence
     (``[CLS]`` / ``[SEP]`` for BERT, ``<s>`` / ``</s>`` for RoBERTa), read off its
@@ -237,21 +249,69 @@ def _document_generator(seed: int, epoch: int, doc_id: str, anchor: int) -> torc
     return torch.Generator().manual_seed(int(mixed))
 
 
-def training_documents(long_documents: pd.DataFrame, spans: Mapping[tuple[int, str], DocumentSpans],
-                       vocab_size: int) -> dict[str, list[int]]:
-    """Token ids of the documents that have spans, checked against the vocabulary (the
-    documents must have been tokenised with this encoder's tokenizer)."""
+class DocumentTokens(Mapping):
+    """``doc_id -> token ids`` (a numpy ``int32`` array) of the documents that have
+    spans, read from the ``long_documents`` Arrow table only when a batch asks for
+    them. The ids stay in the table's buffers (memory-mapped when the table was
+    loaded from disk), so holding this costs an index of the documents, not their
+    tokens, and training processes on one machine share the page cache."""
+
+    def __init__(self, table: pa.Table, rows: Mapping[str, int]):
+        column = table.column("input_ids")
+        self._rows = dict(rows)
+        self._chunk_starts = np.cumsum([0] + [len(chunk) for chunk in column.chunks])
+        self._chunks = [(chunk.offsets.to_numpy(), chunk.values.to_numpy(zero_copy_only=False))
+                        for chunk in column.chunks]
+
+    def __getitem__(self, doc_id: str) -> np.ndarray:
+        row = self._rows[doc_id]
+        chunk = int(np.searchsorted(self._chunk_starts, row, side="right")) - 1
+        offsets, values = self._chunks[chunk]
+        local = row - self._chunk_starts[chunk]
+        return values[offsets[local] : offsets[local + 1]]
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+def document_table(long_documents) -> pa.Table:
+    """The ``long_documents`` data as an Arrow table without copying it: a
+    ``datasets.Dataset`` (as the catalog loads it, memory-mapped; a row selection is
+    applied first), a ``pyarrow.Table``, or a pandas ``DataFrame`` (converted)."""
+    if isinstance(long_documents, pa.Table):
+        return long_documents
+    if isinstance(long_documents, pd.DataFrame):
+        return pa.Table.from_pandas(long_documents[["doc_id", "input_ids"]], preserve_index=False)
+    if getattr(long_documents, "_indices", None) is not None:  # a filtered or selected datasets.Dataset
+        long_documents = long_documents.flatten_indices()
+    return long_documents.data.table
+
+
+def training_documents(long_documents, spans: Mapping[tuple[int, str], DocumentSpans],
+                       vocab_size: int) -> DocumentTokens:
+    """Token ids of the documents that have spans (:class:`DocumentTokens`), checked
+    against the vocabulary (the documents must have been tokenised with this encoder's
+    tokenizer). Only the ``doc_id`` column is read into memory; the check runs over
+    the token buffers without turning them into Python ints."""
+    import pyarrow.compute as pc
+
+    table = document_table(long_documents)
     wanted = {doc_id for _, doc_id in spans}
-    missing = wanted - set(long_documents["doc_id"])
+    rows = {doc_id: row for row, doc_id in enumerate(table.column("doc_id").to_pylist()) if doc_id in wanted}
+    missing = wanted - set(rows)
     if missing:
         raise ValueError(f"declutr_spans names {len(missing)} document(s) not in long_documents "
                          f"(e.g. {sorted(missing)[:3]}); rebuild both with the data_processing pipeline")
-    token_ids = {}
-    for doc_id, ids in zip(long_documents["doc_id"], long_documents["input_ids"]):
-        if doc_id in wanted:
-            ids = [int(i) for i in ids]
-            if ids and max(ids) >= vocab_size:
-                raise ValueError(f"long_documents: {doc_id} has token id {max(ids)} >= the tokenizer's vocabulary "
-                                 f"({vocab_size}); it was tokenised with another encoder, rerun data_processing")
-            token_ids[doc_id] = ids
-    return token_ids
+    tokens = DocumentTokens(table, rows)
+    largest = pc.max(pc.list_flatten(table.column("input_ids"))).as_py()
+    if largest is not None and largest >= vocab_size:
+        for doc_id in rows:  # the first wanted document that has such an id, for the message
+            ids = tokens[doc_id]
+            if len(ids) and int(ids.max()) >= vocab_size:
+                raise ValueError(f"long_documents: {doc_id} has token id {int(ids.max())} >= the tokenizer's "
+                                 f"vocabulary ({vocab_size}); it was tokenised with another encoder, rerun "
+                                 "data_processing")
+    return tokens

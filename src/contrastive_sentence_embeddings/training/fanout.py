@@ -122,19 +122,59 @@ def raw_partitions(files: Mapping[str, list]) -> dict[str, Callable]:
 
 def prepare_job(folder: Path, family: str, encoder: str, block: Mapping, tables: Mapping[str, pd.DataFrame],
                 raw_sts: Mapping[str, Callable] | None = None) -> TrainingJob:
-    """Write the in-memory inputs of a training node to ``folder`` (one Parquet file per
-    table) and the job description beside them; return the job."""
+    """Hand the inputs of a training node to the workers through ``folder``: a pandas
+    table as a Parquet file there, a prepared Arrow data set by the folder it is
+    memory-mapped from (every worker maps the same files, nothing is copied; one that
+    is not on disk as a whole is saved there first), and the job description beside
+    them; return the job."""
     if family not in FANOUT_FAMILIES:  # CLSR (pairs): config.MethodConfig refuses it
         raise ValueError(f"the {family} family cannot train in several processes; set training.num_processes: 1")
     data = {}
     for name, table in tables.items():
-        path = Path(folder) / f"{name}.parquet"
-        table.to_parquet(path)
-        data[name] = str(path.resolve())
+        if isinstance(table, pd.DataFrame):
+            path = Path(folder) / f"{name}.parquet"
+            table.to_parquet(path)
+        else:
+            path = saved_dataset_folder(table) or save_dataset(table, Path(folder) / name)
+        data[name] = str(Path(path).resolve())
     job = TrainingJob(family, encoder, json.loads(json.dumps(dict(block))), data,
                       raw_file_paths(raw_sts) if raw_sts is not None else {})
     job.save(folder)
     return job
+
+
+def saved_dataset_folder(dataset) -> Path | None:
+    """The ``save_to_disk`` folder a ``datasets.Dataset`` is memory-mapped from whole
+    (as the catalog's ``ArrowDataset`` loads it), or None (in memory, a row selection,
+    files from elsewhere)."""
+    files = [Path(entry["filename"]) for entry in getattr(dataset, "cache_files", None) or []]
+    if not files or getattr(dataset, "_indices", None) is not None:
+        return None
+    folders = {path.parent for path in files}
+    if len(folders) != 1:
+        return None
+    folder = folders.pop()
+    return folder if (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file() else None
+
+
+def save_dataset(table, path: Path) -> Path:
+    """A ``datasets.Dataset`` or ``pyarrow.Table`` saved at ``path`` (``save_to_disk``)."""
+    import datasets
+
+    if not isinstance(table, datasets.Dataset):
+        table = datasets.Dataset(table)
+    table.save_to_disk(str(path))
+    return path
+
+
+def load_table(path: str | Path):
+    """What :func:`prepare_job` handed over: a memory-mapped ``datasets.Dataset`` for a
+    folder, a pandas table for a Parquet file."""
+    if Path(path).is_dir():
+        import datasets
+
+        return datasets.load_from_disk(str(path), keep_in_memory=False)
+    return pd.read_parquet(path)
 
 
 def train_job(job: TrainingJob, main_process: bool):
@@ -143,7 +183,7 @@ def train_job(job: TrainingJob, main_process: bool):
     from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 
     dev_scorer = DevScorer(raw_partitions(job.raw_sts)) if job.raw_sts and main_process else None
-    tables = {name: pd.read_parquet(path) for name, path in job.data.items()}
+    tables = {name: load_table(path) for name, path in job.data.items()}
     return train_tables(job.family, tables, job.encoder, job.block, dev_scorer)
 
 

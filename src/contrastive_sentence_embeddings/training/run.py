@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
 
 from contrastive_sentence_embeddings.config import MethodConfig
@@ -76,11 +75,14 @@ def train_on_sentences(
 
 
 def train_on_documents(
-    long_documents: pd.DataFrame, declutr_spans: pd.DataFrame, encoder_name: str, block: Mapping | MethodConfig,
+    long_documents, declutr_spans, encoder_name: str, block: Mapping | MethodConfig,
     dev_scorer=None,
 ) -> tuple[TrainedEncoder, TrainingResult]:
     """Train a document method (DeCLUTR) from ``encoder_name`` on the sampled spans of
-    the documents; a training example is a document, a batch ``batch_size`` documents."""
+    the documents; a training example is a document, a batch ``batch_size`` documents.
+    ``long_documents`` is the catalog's memory-mapped ``datasets.Dataset`` (or an Arrow
+    or pandas table): a document's token ids are read when a batch needs them
+    (:class:`.declutr.DocumentTokens`), never all turned into Python ints up front."""
     config = method_config(block)
 
     def examples(tokenizer, model, training):

@@ -67,6 +67,8 @@ def test_long_documents_are_tokenised_and_filtered(write_file, partitions):
     owt = write_file("owt/a.txt", ("word " * 50 + "\n") + "\n" + ("word " * 5 + "\n"))
     params = {"inputs": ["openwebtext"], "min_doc_tokens": 40}
     kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}), params, DEFAULT_ENCODER, "skip")
+    assert kept.features["input_ids"].feature.dtype == "int32" and "text" not in kept.column_names
+    kept = kept.to_pandas()
     assert kept["doc_id"].tolist() == ["a.txt:1"]
     assert kept["n_tokens"].tolist() == [50] and len(kept["input_ids"][0]) == 50
     counts = report["long_documents"]
@@ -78,6 +80,7 @@ def test_declutr_spans_node_reads_its_parameters():
     documents = pd.DataFrame({"doc_id": ["a", "b"], "n_tokens": [1000, 50]})
     params = {"num_anchors": 2, "num_positives": 3, "min_length": 10, "max_length": 100, "anchor_gap": 100, "epochs": 2, "seed": 0}
     spans, report = nodes.sample_declutr_spans(documents, params)
+    spans = spans.to_pandas()
     assert len(spans) == 2 * 2  # doc a, 2 anchors, 2 epochs; doc b is too short
     assert spans["positive_starts"].map(len).eq(3).all()
     assert report["declutr_spans"]["dropped"] == {"document too short for the sampled spans": 2}
@@ -124,3 +127,43 @@ def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tm
         nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")
     with pytest.raises(FileNotFoundError, match="no NLI files"):
         nodes.extract_nli_pairs(partitions(files), {"splits": ["test"]}, "skip")
+
+
+SPAN_PARAMS = {"num_anchors": 2, "num_positives": 2, "min_length": 8, "max_length": 32, "anchor_gap": 32, "epochs": 2,
+               "seed": 5}
+
+
+@pytest.fixture
+def long_documents(write_file, partitions):
+    """Real WikiText articles and generated one-document-per-line documents, built by the node."""
+    lines = "".join(" ".join(f"w{(i * j) % 50}" for j in range(20 + 7 * i)) + "\n" for i in range(40))
+    owt = write_file("owt/a.txt", lines + "\n" + "tiny\n")
+    kept, report = nodes.build_long_documents(partitions({}), partitions({"a.txt": owt}),
+                                              {"inputs": ["openwebtext"], "min_doc_tokens": 100}, DEFAULT_ENCODER,
+                                              "skip", 2)
+    return kept, report["long_documents"]
+
+
+def test_shard_count_changes_nothing_downstream(long_documents, tmp_path, tokenizer):
+    """The same documents saved in many small shards or in one load back to the same
+    spans and the same token ids for the trainer."""
+    from contrastive_sentence_embeddings.datasets import ArrowDataset
+    from contrastive_sentence_embeddings.training.declutr import spans_by_document, training_documents
+
+    kept, report = long_documents
+    assert report["rows_in"] == 42 == report["rows_out"] + report["rows_dropped"] and report["rows_out"] == len(kept)
+    assert set(report["dropped"]) == {"empty document", "fewer than 100 tokens"}
+    many, one = ArrowDataset(str(tmp_path / "many"), max_shard_size=4_000), ArrowDataset(str(tmp_path / "one"))
+    many.save(kept)
+    one.save(kept)
+    assert len(list((tmp_path / "many").glob("*.arrow"))) > 3 and len(list((tmp_path / "one").glob("*.arrow"))) == 1
+    loaded_many, loaded_one = many.load(), one.load()
+    spans_many, report_many = nodes.sample_declutr_spans(loaded_many, SPAN_PARAMS, 1)
+    spans_one, report_one = nodes.sample_declutr_spans(loaded_one, SPAN_PARAMS, 2)
+    assert spans_many.equals(spans_one) and report_many == report_one
+    spans = spans_by_document(spans_one)
+    tokens_many = training_documents(loaded_many, spans, len(tokenizer))
+    tokens_one = training_documents(loaded_one, spans, len(tokenizer))
+    assert sorted(tokens_many) == sorted(tokens_one) and len(tokens_one) > 0
+    for doc_id in tokens_one:
+        assert tokens_many[doc_id].tolist() == tokens_one[doc_id].tolist()

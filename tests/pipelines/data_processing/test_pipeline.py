@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pandas as pd
+from datasets import load_from_disk
 import pytest
 import yaml
 
@@ -66,7 +67,7 @@ def test_sampled_sentences(project, mirror_dir):
 
 def test_long_documents_and_their_spans(project, mirror_dir):
     root, params = project
-    documents = pd.read_parquet(root / "data/03_primary/long_documents.parquet")
+    documents = load_from_disk(str(root / "data/03_primary/long_documents")).to_pandas()
     minimum = params["long_documents"]["min_doc_tokens"]
     assert (documents["n_tokens"] >= minimum).all()
     assert (documents["input_ids"].map(len) == documents["n_tokens"]).all()
@@ -77,7 +78,7 @@ def test_long_documents_and_their_spans(project, mirror_dir):
     )
     assert 0.8 * articles <= len(documents) <= articles
 
-    spans = pd.read_parquet(root / "data/05_model_input/declutr_spans.parquet")
+    spans = load_from_disk(str(root / "data/05_model_input/declutr_spans")).to_pandas()
     settings = params["declutr_spans"]
     lengths = dict(zip(documents["doc_id"], documents["n_tokens"]))
     assert set(spans["doc_id"]) <= set(lengths)

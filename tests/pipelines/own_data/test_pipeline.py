@@ -15,6 +15,7 @@ import json
 import random
 
 import pandas as pd
+from datasets import load_from_disk
 import pytest
 
 from tests.helpers import ScratchProject, base_parameters
@@ -144,13 +145,13 @@ def test_declutr_trains_on_a_folder_of_documents_with_their_own_spans(declutr_ru
     assert documents["examples"]["fewer than 100 tokens"] == ["my_documents/short.txt"]
     spans = report(project, "declutr.spans")
     assert spans["rows_in"] == 6 and spans["rows_out"] == 6 and spans["anchor_rows"] == 12
-    table = pd.read_parquet(project.root / "data/05_model_input/own/declutr/spans.parquet")
+    table = load_from_disk(str(project.root / "data/05_model_input/own/declutr/spans")).to_pandas()
     assert set(table["doc_id"]) == {f"doc{i}.txt" for i in range(6)}
     assert ((table["anchor_end"] - table["anchor_start"]).between(8, 16)).all()
     saved = metadata(project, "declutr")
     assert saved["method"] == "declutr" and saved["train_documents"] == 6 and saved["steps"] == 2
     assert on_the_leaderboard(project, "declutr")
-    assert not (project.root / "data/03_primary/long_documents.parquet").exists()
+    assert not (project.root / "data/03_primary/long_documents").exists()
 
 
 def test_clsr_trains_on_scored_pairs_above_the_threshold(clsr_run):

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from contrastive_sentence_embeddings.config import (
     LongDocumentsConfig,
@@ -26,7 +27,7 @@ from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
-from contrastive_sentence_embeddings.data.spans import sample_spans
+from contrastive_sentence_embeddings.data.spans import document_lengths, sample_spans
 from contrastive_sentence_embeddings.encoders import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -106,48 +107,78 @@ def build_long_documents(
     params: dict[str, Any],
     encoder: str,
     on_bad_input: str,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """WikiText articles and OpenWebText documents, tokenised once with the encoder's
-    tokenizer, keeping those of at least ``min_doc_tokens`` tokens."""
+    num_proc: int | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """WikiText articles and OpenWebText documents, read lazily, tokenised once with
+    the encoder's tokenizer on ``num_proc`` workers, keeping those of at least
+    ``min_doc_tokens`` tokens: a memory-mapped ``datasets.Dataset`` (token ids as
+    ``int32`` lists, no text) for the ``ArrowDataset`` catalog entry."""
     params = asdict(parse_strict(LongDocumentsConfig, params, "data_processing.long_documents"))
     _check_choices(params["inputs"], DOCUMENT_INPUTS, "long_documents.inputs")
     report = StepReport("long_documents")
     tokenizer = load_tokenizer(encoder)
-    frames = []
+    files = []
     if "wikitext" in params["inputs"]:
-        for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
-            scratch = StepReport("wikitext lines")  # line counts are not document counts
-            articles = wikipedia.parse_wikitext(raw, scratch, on_bad_input)
-            # only undecodable lines concern documents; headings and blanks do not
-            report.absorb(scratch, prefix="line ", keep=lambda reason: reason.startswith("not "))
-            frames.append(docs.wikitext_documents(articles, pid, tokenizer.unk_token))
+        files += [("wikitext", pid, raw) for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items()]
     if "openwebtext" in params["inputs"]:
-        for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items():
-            frames.append(docs.line_documents(raw, pid, report, on_bad_input))
-    documents = _concat_inputs(frames, f"long_documents.inputs {params['inputs']}")
-    report.rows_in = len(documents) + report.rows_dropped
-    kept = docs.tokenized_long_documents(documents, tokenizer, params["min_doc_tokens"], report,
-                                         params.get("tokenize_batch_size", 64), params["max_unk_fraction"])
+        files += [("openwebtext", pid, raw) for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items()]
+    if not files:
+        _concat_inputs([], f"long_documents.inputs {params['inputs']}")
+    read = {"documents": 0, "dropped": 0}
+    kept = docs.tokenized_long_documents(
+        _counted(_raw_documents(files, tokenizer.unk_token, report, on_bad_input), read, report),
+        tokenizer, params["min_doc_tokens"], report, params.get("tokenize_batch_size", 64),
+        params["max_unk_fraction"], num_proc=num_proc)
+    # rows in: the documents read plus what was dropped while reading them (bad lines,
+    # empty documents), as before the documents were streamed
+    report.rows_in = read["documents"] + read["dropped"]
     report.extra["encoder"] = encoder
     report.log(logger)
     return kept, {report.step: report.to_dict()}
 
 
+def _raw_documents(files, unk_token: str, report: StepReport, on_bad_input: str):
+    """The documents of ``files`` (``(kind, partition, RawFile)``), one at a time, in
+    file order: WikiText articles, then one-document-per-line files."""
+    for kind, pid, raw in files:
+        if kind == "wikitext":
+            scratch = StepReport("wikitext lines")  # line counts are not document counts
+            articles = wikipedia.parse_wikitext(raw, scratch, on_bad_input)
+            # only undecodable lines concern documents; headings and blanks do not
+            report.absorb(scratch, prefix="line ", keep=lambda reason: reason.startswith("not "))
+            yield from docs.iter_wikitext_documents(articles, pid, unk_token)
+        else:
+            yield from docs.iter_line_documents(raw, pid, report, on_bad_input)
+
+
+def _counted(documents, counts: dict, report: StepReport):
+    """``documents`` passed through, counted; once they are all read, ``counts`` also
+    holds what ``report`` dropped while reading them."""
+    for document in documents:
+        counts["documents"] += 1
+        yield document
+    counts["dropped"] = report.rows_dropped
+
+
 def sample_declutr_spans(
-    long_documents: pd.DataFrame, params: dict[str, Any], step: str = "declutr_spans"
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Anchor and positive spans for every document and epoch (see ``data.spans``);
-    ``step`` names the report (own documents' spans are ``<method>.spans``)."""
+    long_documents: Any, params: dict[str, Any], num_proc: int | None = None, step: str = "declutr_spans"
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Anchor and positive spans for every document and epoch (see ``data.spans``),
+    sampled on ``num_proc`` workers (the same spans for any number); only the
+    ``doc_id`` and ``n_tokens`` columns of the documents are read, never their token
+    ids. ``step`` names the report (own documents' spans are ``<method>.spans``)."""
     settings = SpansParams.from_params(params)
     report = StepReport(step)
+    columns = document_lengths(long_documents)
     spans = sample_spans(
-        long_documents["doc_id"].tolist(),
-        long_documents["n_tokens"].tolist(),
+        columns["doc_id"],
+        columns["n_tokens"],
         settings.span_config(),
         seed=settings.seed,
         epochs=settings.epochs,
         report=report,
         what=step,
+        num_proc=num_proc,
     )
     report.log(logger)
     return spans, {report.step: report.to_dict()}

@@ -16,6 +16,7 @@ from kedro.pipeline import Node, Pipeline
 from . import nodes
 
 BAD_INPUT = "params:data_processing.on_bad_input"
+NUM_PROC = "params:data_processing.num_proc"
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -37,14 +38,15 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.build_long_documents,
-                ["raw_longdocs", "raw_openwebtext", "params:data_processing.long_documents", "params:encoder", BAD_INPUT],
+                ["raw_longdocs", "raw_openwebtext", "params:data_processing.long_documents", "params:encoder", BAD_INPUT,
+                 NUM_PROC],
                 ["long_documents", "report_long_documents"],
                 name="build_long_documents",
                 tags=["documents"],
             ),
             Node(
                 nodes.sample_declutr_spans,
-                ["long_documents", "params:data_processing.declutr_spans"],
+                ["long_documents", "params:data_processing.declutr_spans", NUM_PROC],
                 ["declutr_spans", "report_declutr_spans"],
                 name="sample_declutr_spans",
                 tags=["documents"],

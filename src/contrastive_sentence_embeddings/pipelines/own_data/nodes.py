@@ -23,7 +23,7 @@ from contrastive_sentence_embeddings.pipelines.data_processing.nodes import samp
 
 logger = logging.getLogger(__name__)
 
-Result = tuple[pd.DataFrame, dict[str, Any]]
+Result = tuple[Any, dict[str, Any]]  # a table (DataFrame, or datasets.Dataset for documents) and its report
 
 
 def _named(function: Callable, name: str, doc: str) -> Callable:
@@ -59,12 +59,14 @@ def make_prepare_sentences(method: str) -> Callable[..., Result]:
 
 
 def make_prepare_documents(method: str) -> Callable[..., Result]:
-    """The node reading ``method``'s own documents, tokenised and filtered as the
-    built-in long documents are (``data_processing.long_documents``; the source's
-    ``min_tokens`` replaces ``min_doc_tokens`` when set)."""
+    """The node reading ``method``'s own documents, streamed, tokenised and filtered as
+    the built-in long documents are (``data_processing.long_documents``, on
+    ``data_processing.num_proc`` workers; the source's ``min_tokens`` replaces
+    ``min_doc_tokens`` when set): the same memory-mapped ``datasets.Dataset``."""
     step, where = f"{method}.documents", f"{method}.data.documents"
 
-    def prepare_documents(source: Any, long_documents: dict[str, Any], encoder: str, on_bad_input: str) -> Result:
+    def prepare_documents(source: Any, long_documents: dict[str, Any], encoder: str, on_bad_input: str,
+                          num_proc: int | None = None) -> Result:
         spec = parse_source("documents", source, where)
         settings = parse_strict(LongDocumentsConfig, long_documents, "data_processing.long_documents")
         report = StepReport(step)
@@ -74,7 +76,7 @@ def make_prepare_documents(method: str) -> Callable[..., Result]:
             report, spec.origin)
         kept = tokenized_long_documents(documents, load_tokenizer(encoder), spec.min_tokens or settings.min_doc_tokens,
                                         report, settings.tokenize_batch_size, settings.max_unk_fraction,
-                                        what=f"{spec.origin} ({step})")
+                                        what=f"{spec.origin} ({step})", num_proc=num_proc)
         report.extra["encoder"] = encoder
         return _finish(report, kept, spec.origin)
 
@@ -85,8 +87,8 @@ def make_sample_spans(method: str) -> Callable[..., Result]:
     """The node sampling DeCLUTR's spans of ``method``'s own documents
     (``data_processing.declutr_spans``), reported as ``<method>.spans``."""
 
-    def sample_spans(documents: pd.DataFrame, params: dict[str, Any]) -> Result:
-        return sample_declutr_spans(documents, params, step=f"{method}.spans")
+    def sample_spans(documents: Any, params: dict[str, Any], num_proc: int | None = None) -> Result:
+        return sample_declutr_spans(documents, params, num_proc, step=f"{method}.spans")
 
     return _named(sample_spans, "sample_spans", f"DeCLUTR spans of {method}'s own documents.")
 

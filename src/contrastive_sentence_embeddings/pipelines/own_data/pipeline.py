@@ -20,7 +20,8 @@ from . import nodes
 
 SOURCE = "params:source"
 BAD_INPUT = "params:data_processing.on_bad_input"
-SHARED_PARAMETERS = (BAD_INPUT, "params:encoder", "params:data_processing.long_documents",
+NUM_PROC = "params:data_processing.num_proc"
+SHARED_PARAMETERS = (BAD_INPUT, NUM_PROC, "params:encoder", "params:data_processing.long_documents",
                      "params:data_processing.declutr_spans")
 
 
@@ -32,9 +33,9 @@ def create_pipeline(input_name: str = "sentences", method: str = "method", **kwa
     elif input_name == "documents":
         nodes_ = [
             Node(nodes.make_prepare_documents(method),
-                 [SOURCE, "params:data_processing.long_documents", "params:encoder", BAD_INPUT],
+                 [SOURCE, "params:data_processing.long_documents", "params:encoder", BAD_INPUT, NUM_PROC],
                  ["own_documents", "report_documents"], name="prepare_documents"),
-            Node(nodes.make_sample_spans(method), ["own_documents", "params:data_processing.declutr_spans"],
+            Node(nodes.make_sample_spans(method), ["own_documents", "params:data_processing.declutr_spans", NUM_PROC],
                  ["own_spans", "report_spans"], name="sample_spans"),
         ]
     elif input_name == "pairs":

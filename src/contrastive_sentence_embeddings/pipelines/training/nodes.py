@@ -31,10 +31,10 @@ def train_on_sentences(sentences: pd.DataFrame, raw_sts: Mapping, encoder: str, 
     return trained, result.curve
 
 
-def train_on_documents(documents: pd.DataFrame, spans: pd.DataFrame, raw_sts: Mapping, encoder: str,
-                       block: Mapping):
+def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: Mapping):
     """A document method (DeCLUTR) on the sampled spans of the tokenised documents
-    (in ``training.num_processes`` worker processes when that is above 1)."""
+    (memory-mapped Arrow data sets; in ``training.num_processes`` worker processes,
+    which map the same files, when that is above 1)."""
     config = MethodConfig.from_params(block, "method")
     if (processes := _processes(config)) > 1:
         return fanout.train_in_processes("documents", encoder, block, {"documents": documents, "spans": spans},

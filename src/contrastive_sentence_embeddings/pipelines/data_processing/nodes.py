@@ -6,12 +6,14 @@ method needs still reports every step it ran."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+import datasets
 import pandas as pd
 
 from contrastive_sentence_embeddings.config import (
@@ -24,6 +26,7 @@ from contrastive_sentence_embeddings.config import (
 )
 from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
+from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import sample_spans
@@ -62,23 +65,26 @@ def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) 
 
 
 def collect_sentence_candidates(
-    raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+    raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str,
+    num_proc: int | None = None,
+) -> tuple[datasets.Dataset, dict[str, Any]]:
     """Every candidate sentence with its ``file:line``: spaCy-split, detokenised
-    WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``)."""
+    WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``),
+    streamed from the files and split on ``num_proc`` worker processes (the same
+    sentences, in the same order, whatever ``num_proc`` is)."""
     params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     _check_choices(params["inputs"], SENTENCE_INPUTS, "wiki_sentences.inputs")
     report = StepReport("sentence_candidates")
-    frames = []
+    units = []
     if "sentence_per_line" in params["inputs"]:
-        for pid, raw in _text_files(raw_wiki, "raw_wiki").items():
-            frames.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
+        for raw in _text_files(raw_wiki, "raw_wiki").values():
+            units.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
     if "wikitext" in params["inputs"]:
-        nlp = wikipedia.sentence_splitter()
-        for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
-            articles = wikipedia.parse_wikitext(raw, report, on_bad_input)
-            frames.append(wikipedia.wikitext_sentence_candidates(articles, raw.label, nlp))
-    candidates = _concat_inputs(frames, f"wiki_sentences.inputs {params['inputs']}")
+        for raw in _text_files(raw_longdocs, "raw_longdocs").values():
+            units.append(wikipedia.wikitext_paragraph_units(raw, report, on_bad_input))
+    if not units:
+        _concat_inputs([], f"wiki_sentences.inputs {params['inputs']}")  # the error naming what is missing
+    candidates = wikipedia.sentence_candidates(itertools.chain.from_iterable(units), worker_count(num_proc))
     report.rows_out = len(candidates)
     report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"
     report.log(logger)
@@ -86,13 +92,15 @@ def collect_sentence_candidates(
 
 
 def sample_sentences(
-    candidates: pd.DataFrame, params: dict[str, Any]
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Clean, length-filter and de-duplicate the candidates, then draw the seeded sample."""
+    candidates: datasets.Dataset, params: dict[str, Any], num_proc: int | None = None
+) -> tuple[datasets.Dataset, dict[str, Any]]:
+    """Clean, length-filter and de-duplicate the candidates (on ``num_proc`` worker
+    processes), then draw the seeded sample."""
     params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     report = StepReport("wiki_sentences", rows_in=len(candidates))
     kept = wikipedia.clean_and_filter_sentences(
-        candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True)
+        candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True),
+        workers=worker_count(num_proc),
     )
     sample = wikipedia.sample_rows(kept, params.get("n_sentences"), params["seed"], report)
     report.rows_out = len(sample)

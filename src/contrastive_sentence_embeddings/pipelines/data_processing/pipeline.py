@@ -16,6 +16,7 @@ from kedro.pipeline import Node, Pipeline
 from . import nodes
 
 BAD_INPUT = "params:data_processing.on_bad_input"
+NUM_PROC = "params:data_processing.num_proc"
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -23,14 +24,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.collect_sentence_candidates,
-                ["raw_wiki", "raw_longdocs", "params:data_processing.wiki_sentences", BAD_INPUT],
+                ["raw_wiki", "raw_longdocs", "params:data_processing.wiki_sentences", BAD_INPUT, NUM_PROC],
                 ["sentence_candidates", "report_sentence_candidates"],
                 name="collect_sentence_candidates",
                 tags=["sentences"],
             ),
             Node(
                 nodes.sample_sentences,
-                ["sentence_candidates", "params:data_processing.wiki_sentences"],
+                ["sentence_candidates", "params:data_processing.wiki_sentences", NUM_PROC],
                 ["wiki_sentences", "report_wiki_sentences"],
                 name="sample_sentences",
                 tags=["sentences"],

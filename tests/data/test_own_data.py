@@ -22,12 +22,12 @@ SENTENCES = ["A man is playing a guitar on the street.", "The weather is nice to
 
 def prepare_sentences(source, on_bad_input="skip"):
     table, report = nodes.make_prepare_sentences("mine")(source, on_bad_input)
-    return table, report["mine.sentences"]
+    return table.to_pandas(), report["mine.sentences"]  # a datasets.Dataset, read as a table here
 
 
 def prepare_pairs(source, on_bad_input="skip"):
     table, report = nodes.make_prepare_pairs("mine")(source, on_bad_input)
-    return table, report["mine.pairs"]
+    return table.to_pandas(), report["mine.pairs"]  # a pyarrow.Table, read as a table here
 
 
 def balanced(report: dict) -> bool:

@@ -11,7 +11,6 @@ Two inputs are understood:
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -22,9 +21,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contrastive_sentence_embeddings.data.arrow_rows import release_with, rows_to_dataset, scratch_folder
+from contrastive_sentence_embeddings.data.arrow_rows import (
+    drop_rows,
+    first_occurrences,
+    release_with,
+    rows_to_dataset,
+    scratch_folder,
+    text_key,
+)
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import MAX_EXAMPLES_PER_REASON, StepReport, require_rows
+from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 
 WIKITEXT_UNK = "<unk>"
 # " = Title = " is level 1, " = = Section = = " level 2, and so on.
@@ -220,14 +226,6 @@ def sentence_verdict(sentence: str, min_words: int, max_words: int, drop_unk: bo
     return text, n_words, reason
 
 
-def duplicate_key(text: str) -> tuple[int, int]:
-    """128 bits of a hash of the case-folded text: what de-duplication compares, so that
-    a million sentences are compared as two integer columns, not as Python strings
-    (a collision between different sentences is ~1e-26 likely at that size)."""
-    digest = hashlib.blake2b(text.casefold().encode("utf-8"), digest_size=16).digest()
-    return int.from_bytes(digest[:8], "little", signed=True), int.from_bytes(digest[8:], "little", signed=True)
-
-
 def sentence_verdict_batch(batch: dict[str, list], min_words: int, max_words: int,
                            drop_unk: bool) -> dict[str, list]:
     """``datasets.map`` function: :func:`sentence_verdict` and :func:`duplicate_key` of
@@ -235,7 +233,7 @@ def sentence_verdict_batch(batch: dict[str, list], min_words: int, max_words: in
     out: dict[str, list] = {name: [] for name in VERDICT_FEATURES}
     for sentence, source in zip(batch["sentence"], batch["source"]):
         text, n_words, reason = sentence_verdict(sentence, min_words, max_words, drop_unk)
-        high, low = duplicate_key(text) if reason is None else (0, 0)
+        high, low = text_key(text.casefold()) if reason is None else (0, 0)
         for name, value in zip(VERDICT_FEATURES, (text, source, n_words, reason, high, low)):
             out[name].append(value)
     return out
@@ -277,25 +275,14 @@ def clean_and_filter_sentences(
         sources = table.column("source")
         for reason in sorted(r for r in pc.unique(reasons).to_pylist() if r is not None):
             rows = pc.fill_null(pc.equal(reasons, reason), False).to_numpy(zero_copy_only=False)
-            _drop_rows(report, reason, np.flatnonzero(rows), sources)
+            drop_rows(report, reason, np.flatnonzero(rows), sources)
         passing = np.flatnonzero(pc.is_null(reasons).to_numpy(zero_copy_only=False))
-        first = np.zeros(len(passing), dtype=bool)
-        if len(passing):
-            keys = np.stack([table.column(name).to_numpy()[passing] for name in ("key_high", "key_low")], axis=1)
-            first[np.unique(keys, axis=0, return_index=True)[1]] = True  # a stable sort: first occurrences
-        _drop_rows(report, "duplicate", passing[~first], sources)
+        keys = np.stack([table.column(name).to_numpy()[passing] for name in ("key_high", "key_low")], axis=1)
+        first = first_occurrences(keys)
+        drop_rows(report, "duplicate", passing[~first], sources)
         kept = passing[first]
         require_rows(len(kept), f"{what} (no sentence left after cleaning and filtering)")
         return release_with(verdicts.select(kept).select_columns(["sentence", "source", "n_words"]), scratch)
-
-
-def _drop_rows(report: StepReport, reason: str, rows: np.ndarray, sources) -> None:
-    """Count ``rows`` (positions, ascending) as dropped for ``reason``, the first
-    ones' ``source`` as examples, as a row-by-row loop would have."""
-    examples = sources.take(pa.array(rows[:MAX_EXAMPLES_PER_REASON])).to_pylist()
-    report.drop(reason, len(rows) - len(examples))
-    for where in examples:
-        report.drop(reason, where=where)
 
 
 def sample_rows(frame, n: int | None, seed: int, report: StepReport):

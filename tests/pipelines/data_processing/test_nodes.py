@@ -23,7 +23,7 @@ SENTENCE_PARAMS = {"inputs": ["wikitext", "sentence_per_line"], "min_words": 3, 
 
 def test_sentence_candidates_come_from_both_inputs(raw_inputs):
     candidates, report = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
-    assert candidates["sentence"].tolist() == [
+    assert list(candidates["sentence"]) == [
         "One sentence per line here.",
         "Another sentence per line here.",
         "",
@@ -56,6 +56,7 @@ def test_no_text_input_at_all_is_a_clear_error(write_file, partitions):
 def test_sample_sentences_filters_then_samples(raw_inputs):
     candidates, _ = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
     sample, report = nodes.sample_sentences(candidates, SENTENCE_PARAMS)
+    sample = sample.to_pandas()
     counts = report["wiki_sentences"]
     assert len(sample) == 3 and counts["rows_out"] == 3
     assert counts["rows_in"] == counts["rows_out"] + counts["rows_dropped"] == 7
@@ -96,6 +97,7 @@ def test_stsb_pairs_use_the_chosen_splits(write_file, partitions):
         }
     )
     pairs, report = nodes.extract_stsb_pairs(raw_sts, {"splits": ["train", "dev"], "min_score": 4.0}, "skip")
+    pairs = pairs.to_pandas()
     assert pairs[["sentence1", "split"]].values.tolist() == [["a b c", "train"], ["x", "dev"]]
     assert report["stsb_pairs"]["dropped"] == {"missing score": 1, "score <= 4": 1}
     with pytest.raises(BadInputError, match=r"sts-train\.csv:3: missing score"):
@@ -115,10 +117,11 @@ def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tm
         "multinli/train.parquet": RawFile(hub),
     }
     pairs, report = nodes.extract_nli_pairs(partitions(files), {"splits": None}, "skip")
+    pairs = pairs.to_pandas()
     assert pairs[["premise", "hypothesis", "split"]].values.tolist() == [["P1", "H1", "multinli/train"], ["A .", "a .", "snli/dev"]]
     assert report["nli_pairs"]["rows_in"] == 4
     only_dev, _ = nodes.extract_nli_pairs(partitions(files), {"splits": ["dev"]}, "skip")
-    assert only_dev["split"].tolist() == ["snli/dev"]
+    assert only_dev.column("split").to_pylist() == ["snli/dev"]
     without_s2 = {k: v for k, v in files.items() if k != "snli/s2.dev"}
     with pytest.raises(FileNotFoundError, match=r"snli/dev.*: snli/s2\.dev missing"):
         nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")

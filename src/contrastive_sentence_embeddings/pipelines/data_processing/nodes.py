@@ -15,6 +15,7 @@ from typing import Any
 
 import datasets
 import pandas as pd
+import pyarrow as pa
 
 from contrastive_sentence_embeddings.config import (
     LongDocumentsConfig,
@@ -26,6 +27,7 @@ from contrastive_sentence_embeddings.config import (
 )
 from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
+from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
 from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
@@ -166,8 +168,9 @@ _STSB_FILE = re.compile(r"(?:^|/)sts-(\w+)\.csv$")
 
 def extract_stsb_pairs(
     raw_sts: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``."""
+) -> tuple[pa.Table, dict[str, Any]]:
+    """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``
+    (the files streamed into an Arrow table)."""
     params = asdict(parse_strict(StsbPairsConfig, params, "data_processing.stsb_pairs"))
     report = StepReport("stsb_pairs")
     files = {
@@ -181,8 +184,8 @@ def extract_stsb_pairs(
             f"STS-B split(s) {sorted(missing)} not found in raw_sts/STSBenchmark "
             f"(found {sorted(files)})"
         )
-    frames = [pairs.read_stsb(files[split](), split, report, on_bad_input) for split in params["splits"]]
-    scored = pd.concat(frames, ignore_index=True)
+    rows = (row for split in params["splits"] for row in pairs.stsb_rows(files[split](), split, report, on_bad_input))
+    scored = rows_to_table(rows, pairs.PAIR_SCHEMA)
     positive = pairs.stsb_positive_pairs(scored, params["min_score"], report)
     report.rows_out = len(positive)
     report.log(logger)
@@ -191,13 +194,15 @@ def extract_stsb_pairs(
 
 def extract_nli_pairs(
     raw_nli: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pa.Table, dict[str, Any]]:
     """(premise, hypothesis) entailment pairs from SentEval-layout files
     (``<corpus>/s1.<split>``, ``s2.<split>``, ``labels.<split>``) and Hub-layout
-    Parquet files (``<corpus>/<split>.parquet``); ``splits: null`` takes every split."""
+    Parquet files (``<corpus>/<split>.parquet``), streamed into an Arrow table;
+    ``splits: null`` takes every split."""
     params = asdict(parse_strict(NliPairsConfig, params, "data_processing.nli_pairs"))
     report = StepReport("nli_pairs")
-    tables = pairs.read_nli_partitions(raw_nli, params.get("splits"), report, on_bad_input)
-    entailment = pairs.entailment_pairs(tables, report)
+    splits = pairs.nli_partition_rows(raw_nli, params.get("splits"), report, on_bad_input)
+    labelled = rows_to_table(itertools.chain.from_iterable(splits), pairs.NLI_SCHEMA)
+    entailment = pairs.entailment_pairs([labelled], report)
     report.log(logger)
     return entailment, {report.step: report.to_dict()}

@@ -20,15 +20,16 @@ from . import nodes
 
 SOURCE = "params:source"
 BAD_INPUT = "params:data_processing.on_bad_input"
-SHARED_PARAMETERS = (BAD_INPUT, "params:encoder", "params:data_processing.long_documents",
+NUM_PROC = "params:data_processing.num_proc"
+SHARED_PARAMETERS = (BAD_INPUT, NUM_PROC, "params:encoder", "params:data_processing.long_documents",
                      "params:data_processing.declutr_spans")
 
 
 def create_pipeline(input_name: str = "sentences", method: str = "method", **kwargs) -> Pipeline:
     """The preparation of ``method``'s own ``input_name`` (sentences, documents or pairs)."""
     if input_name == "sentences":
-        nodes_ = [Node(nodes.make_prepare_sentences(method), [SOURCE, BAD_INPUT], ["own_sentences", "report"],
-                       name="prepare_sentences")]
+        nodes_ = [Node(nodes.make_prepare_sentences(method), [SOURCE, BAD_INPUT, NUM_PROC],
+                       ["own_sentences", "report"], name="prepare_sentences")]
     elif input_name == "documents":
         nodes_ = [
             Node(nodes.make_prepare_documents(method),

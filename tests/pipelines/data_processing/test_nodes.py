@@ -127,3 +127,22 @@ def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tm
         nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")
     with pytest.raises(FileNotFoundError, match="no NLI files"):
         nodes.extract_nli_pairs(partitions(files), {"splits": ["test"]}, "skip")
+
+
+def test_sentences_are_the_same_whatever_the_number_of_workers(mirror_dir):
+    """Real WikiText paragraphs and wiki1m lines, split and filtered on one and on two
+    worker processes: the same candidates, sentences and reports, row for row."""
+    raw_wiki = {"wiki1m_head.txt": lambda: RawFile(mirror_dir / "wiki/wiki1m_head.txt")}
+    raw_longdocs = {"wikitext-2.valid.txt": lambda: RawFile(mirror_dir / "longdocs/wikitext-2.valid.txt")}
+    params = {**SENTENCE_PARAMS, "min_words": 5, "max_words": 64, "n_sentences": 2000, "seed": 42}
+    runs = {}
+    for workers in (1, 2):
+        candidates, candidate_report = nodes.collect_sentence_candidates(raw_wiki, raw_longdocs, params, "skip", workers)
+        sample, sample_report = nodes.sample_sentences(candidates, params, workers)
+        # the work really was shared out: one Arrow shard per worker
+        assert len({entry["filename"] for entry in candidates.cache_files}) == workers
+        runs[workers] = (candidates.to_pandas(), candidate_report, sample.to_pandas(), sample_report)
+    (candidates1, report1, sample1, sampled1), (candidates2, report2, sample2, sampled2) = runs[1], runs[2]
+    assert len(candidates1) > 15_000 and candidates1.equals(candidates2) and report1 == report2
+    assert len(sample1) == 2000 and sample1.equals(sample2) and sampled1 == sampled2
+    assert sampled1["wiki_sentences"]["dropped"]["duplicate"] > 0  # de-duplication took part

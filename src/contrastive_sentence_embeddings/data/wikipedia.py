@@ -7,6 +7,10 @@ Two inputs are understood:
   line, `` = = Section = = `` lines are headings inside it, text is tokenised with
   artefacts such as `` @-@ `` and rare words replaced by ``<unk>``;
 * one sentence per line (SimCSE's ``wiki1m_for_simcse.txt`` and its head sample).
+
+Sentences never exist as one list of Python strings: the files are streamed into an
+Arrow file, split and filtered by ``datasets.map`` on worker processes, and the
+result is a memory-mapped ``datasets.Dataset`` (see :mod:`.arrow_rows`).
 """
 
 from __future__ import annotations
@@ -228,8 +232,9 @@ def sentence_verdict(sentence: str, min_words: int, max_words: int, drop_unk: bo
 
 def sentence_verdict_batch(batch: dict[str, list], min_words: int, max_words: int,
                            drop_unk: bool) -> dict[str, list]:
-    """``datasets.map`` function: :func:`sentence_verdict` and :func:`duplicate_key` of
-    every candidate of the batch (the key is 0 for dropped ones)."""
+    """``datasets.map`` function: :func:`sentence_verdict` of every candidate of the
+    batch and the de-duplication key of the kept ones (:func:`.arrow_rows.text_key` of
+    the case-folded text; 0 for dropped ones)."""
     out: dict[str, list] = {name: [] for name in VERDICT_FEATURES}
     for sentence, source in zip(batch["sentence"], batch["source"]):
         text, n_words, reason = sentence_verdict(sentence, min_words, max_words, drop_unk)

@@ -66,6 +66,13 @@ def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) 
         raise ValueError(f"{parameter} must be a non-empty subset of {list(allowed)}, got {chosen}")
 
 
+def _no_text_input(what: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"no .txt input files for {what} in data/01_raw: run `kedro run --pipeline=raw_data` "
+        "or check the raw_data mirror"
+    )
+
+
 def collect_sentence_candidates(
     raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str,
     num_proc: int | None = None,
@@ -85,7 +92,7 @@ def collect_sentence_candidates(
         for raw in _text_files(raw_longdocs, "raw_longdocs").values():
             units.append(wikipedia.wikitext_paragraph_units(raw, report, on_bad_input))
     if not units:
-        _concat_inputs([], f"wiki_sentences.inputs {params['inputs']}")  # the error naming what is missing
+        raise _no_text_input(f"wiki_sentences.inputs {params['inputs']}")
     candidates = wikipedia.sentence_candidates(itertools.chain.from_iterable(units), worker_count(num_proc))
     report.rows_out = len(candidates)
     report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
+from datasets import load_from_disk
 import torch
 
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
@@ -43,11 +43,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-5)
-    parser.add_argument("--sentences", default="data/05_model_input/wiki_sentences.parquet")
+    parser.add_argument("--sentences", default="data/05_model_input/wiki_sentences")  # an ArrowDataset folder
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    sentences = pd.read_parquet(args.sentences)["sentence"].tolist()[: args.steps * args.batch_size]
+    wanted = args.steps * args.batch_size
+    table = load_from_disk(args.sentences)
+    sentences = table.select(range(min(wanted, len(table))))["sentence"][:]
     dev = DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
 
     # --- ours ---

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pandas as pd
 from datasets import load_from_disk
 import pytest
@@ -249,14 +250,14 @@ def test_each_method_trained_with_the_papers_settings(paper_project, tiny_bert_d
 
 def test_the_data_steps_read_what_the_paper_reads(paper_project):
     root = paper_project.root
-    candidates = pd.read_parquet(root / "data/02_intermediate/sentence_candidates.parquet")
+    candidates = datasets.load_from_disk(str(root / "data/02_intermediate/sentence_candidates")).to_pandas()
     assert candidates["source"].str.startswith("data/01_raw/wiki/").all()  # wiki1m only, no WikiText
-    assert len(pd.read_parquet(root / "data/05_model_input/wiki_sentences.parquet")) == 64
+    assert len(datasets.load_from_disk(str(root / "data/05_model_input/wiki_sentences"))) == 64
     documents = load_from_disk(str(root / "data/03_primary/long_documents")).to_pandas()
     assert len(documents) and documents["source"].str.startswith("data/01_raw/openwebtext/").all()
     spans = load_from_disk(str(root / "data/05_model_input/declutr_spans")).to_pandas()
     assert set(spans["epoch"]) == {0}  # one epoch of spans, as one epoch of training
-    nli = pd.read_parquet(root / "data/05_model_input/nli_pairs.parquet")
+    nli = datasets.load_from_disk(str(root / "data/05_model_input/nli_pairs")).to_pandas()
     assert set(nli["split"]) == {"snli/train"}  # the training split only, never dev or test
 
 

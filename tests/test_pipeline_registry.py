@@ -146,7 +146,8 @@ def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped
     assert {i for i in card.inputs if i.startswith("report_")} == {"report_simcse.sentences"}
     nodes = {node.name: node for node in graph.nodes}
     assert nodes["simcse.prepare_sentences"].inputs == ["params:simcse.data.sentences",
-                                                       "params:data_processing.on_bad_input"]
+                                                       "params:data_processing.on_bad_input",
+                                                       "params:data_processing.num_proc"]
     assert nodes["simcse.prepare_sentences"].outputs == ["simcse.own_sentences", "report_simcse.sentences"]
     assert all("simcse.own_sentences" in nodes[f"simcse.seed{s}.train"].inputs for s in (42, 43, 44))
     # Own documents bring their own spans, sampled with data_processing.declutr_spans.

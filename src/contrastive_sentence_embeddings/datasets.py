@@ -2,8 +2,10 @@
 
 * ``RawFileDataset``: the catalog type of everything in ``data/01_raw``; loading gives
   a lazy :class:`~contrastive_sentence_embeddings.data.raw_file.RawFile` handle
-  (nothing is read until a node streams it), saving copies a file byte for byte. Used
-  inside a ``partitions.PartitionedDataset`` it represents a raw directory.
+  (nothing is read until a node streams it), saving publishes a file unchanged, linked
+  rather than copied where the file system allows (``publish_raw_file`` in
+  ``data/raw_sources.py``). Used inside a ``partitions.PartitionedDataset`` it
+  represents a raw directory.
 * ``AtomicParquetDataset`` and ``AtomicJSONDataset``: kedro-datasets'
   ``pandas.ParquetDataset`` and ``json.JSONDataset`` whose saves to the local file
   system are atomic: the file is written beside its target under a hidden temporary
@@ -24,6 +26,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -42,9 +45,14 @@ from contrastive_sentence_embeddings.crash_points import crash_point
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
+logger = logging.getLogger(__name__)
+
 
 class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
-    """One raw file, copied unchanged on save and handed out lazily on load.
+    """One raw file, published unchanged on save (a file given as a ``RawFile`` or path
+    is linked, not copied, where the file system allows:
+    :func:`~contrastive_sentence_embeddings.data.raw_sources.publish_raw_file`) and
+    handed out lazily on load.
 
     Args:
         filepath: where the file lives in the project (e.g. under ``data/01_raw``).
@@ -66,12 +74,14 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
         return RawFile(self._filepath, self._encoding)
 
     def save(self, data: RawFile | bytes | str | Path) -> None:
+        from contrastive_sentence_embeddings.data.raw_sources import publish_raw_file
+
         self._filepath.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, RawFile):
-            data = data.path
         if isinstance(data, Path):
-            if data.resolve() != self._filepath.resolve():
-                shutil.copyfile(data, self._filepath)
+            data = RawFile(data)
+        if isinstance(data, RawFile):
+            how = publish_raw_file(data, self._filepath)
+            logger.debug("%s: %s of %s", self._filepath, how, data.path)
         elif isinstance(data, bytes):
             self._filepath.write_bytes(data)
         elif isinstance(data, str):

@@ -77,7 +77,7 @@ def test_complete_nli_splits_are_read(write_file, partitions):
 def test_empty_sentence_document_and_wikitext_files_stop_the_run(write_file):
     empty = write_file("wiki1m.txt", "")
     with pytest.raises(EmptyInputError, match=r"wiki1m\.txt \(sentences file\): no rows"):
-        wikipedia.line_sentence_candidates(empty, StepReport("t"))
+        list(wikipedia.line_sentence_candidates(empty, StepReport("t")))  # read lazily: raised once read
     with pytest.raises(EmptyInputError, match=r"owt\.txt \(one-document-per-line file\): no rows"):
         docs.line_documents(write_file("owt.txt", "\n\n"), "owt.txt", StepReport("t"))
     with pytest.raises(EmptyInputError, match=r"wiki\.train\.tokens \(WikiText: no article\): no rows"):

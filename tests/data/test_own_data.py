@@ -12,7 +12,7 @@ import pytest
 
 from contrastive_sentence_embeddings.config import ParameterError, parse_source
 from contrastive_sentence_embeddings.data import own_data
-from contrastive_sentence_embeddings.data.report import BadInputError, EmptyInputError, StepReport
+from contrastive_sentence_embeddings.data.report import BadInputError, EmptyInputError
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.pipelines.own_data import nodes
 
@@ -22,12 +22,12 @@ SENTENCES = ["A man is playing a guitar on the street.", "The weather is nice to
 
 def prepare_sentences(source, on_bad_input="skip"):
     table, report = nodes.make_prepare_sentences("mine")(source, on_bad_input)
-    return table, report["mine.sentences"]
+    return table.to_pandas(), report["mine.sentences"]  # a datasets.Dataset, read as a table here
 
 
 def prepare_pairs(source, on_bad_input="skip"):
     table, report = nodes.make_prepare_pairs("mine")(source, on_bad_input)
-    return table, report["mine.pairs"]
+    return table.to_pandas(), report["mine.pairs"]  # a pyarrow.Table, read as a table here
 
 
 def balanced(report: dict) -> bool:

@@ -1,5 +1,6 @@
 import pytest
 
+from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport
 
 
@@ -52,3 +53,58 @@ def test_numbered_lines_and_absorbed_counts_keep_the_example_limit(write_file):
     target.absorb(report, prefix="line ", keep=lambda reason: reason.startswith("not "))
     assert target.dropped == {"line not utf-8 (byte 0)": 8}
     assert target.examples["line not utf-8 (byte 0)"] == report.examples["not utf-8 (byte 0)"]
+
+
+# --- streaming: a reader never holds a whole file --------------------------------------
+def current_rss_bytes() -> int:
+    """This process's resident memory now (not its peak, which an earlier test may have set)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def test_a_large_file_is_streamed_line_by_line_in_bounded_memory(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "large.txt"
+    line = ("A line of a generated corpus, long enough to matter. " * 19)[:1000] + "\n"
+    with path.open("w", encoding="utf-8") as handle:
+        for _ in range(200):  # 200 MB: 200 x 1,000 lines of 1,000 bytes
+            handle.write(line * 1000)
+    size = path.stat().st_size
+    assert size >= 200_000_000
+
+    raw = RawFile(path)
+    report = StepReport("t")
+    lines = raw.iter_located_lines(report)
+    rss_before = current_rss_bytes()
+    tracemalloc.start()
+    try:
+        count, rss_growth = 0, 0
+        for number, where, text in lines:
+            count += 1
+            if number % 20_000 == 0:
+                rss_growth = max(rss_growth, current_rss_bytes() - rss_before)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == report.rows_in == 200_000 and text == line.rstrip("\n") and where == f"{raw.label}:200000"
+    # A line at a time: Python allocations and resident memory stay far below the file's size.
+    assert peak < 4_000_000, f"{peak / 1e6:.1f} MB allocated while reading a {size / 1e6:.0f} MB file"
+    assert rss_growth < 64_000_000, f"resident memory grew by {rss_growth / 1e6:.1f} MB"
+
+
+def test_the_label_is_resolved_once_per_file_not_once_per_line(write_file, monkeypatch):
+    from pathlib import Path
+
+    # 500 good lines, then an undecodable one (whose report names the file too)
+    raw = write_file("many.txt", "".join(f"line {i}\n" for i in range(500)).encode() + b"caf\xe9\n" + b"last\n")
+    calls = []
+    original = Path.cwd
+    monkeypatch.setattr(Path, "cwd", classmethod(lambda cls: calls.append(1) or original()))
+    report = StepReport("t")
+    located = list(raw.iter_located_lines(report))
+    # a reader that names the file on every line, as the one-document-per-line reader does
+    named = [f"{raw.label}:{number}" for number, _ in raw.iter_lines(StepReport("t"))]
+    assert len(located) == 501 and located[-1][1] == named[-1] == f"{raw.label}:502"
+    assert report.examples["not utf-8 (byte 3)"] == [f"{raw.label}:501"]
+    assert len(calls) == 1

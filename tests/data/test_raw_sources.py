@@ -1,4 +1,3 @@
-import pandas as pd
 import pytest
 
 from contrastive_sentence_embeddings.data import raw_sources
@@ -94,3 +93,76 @@ def test_every_raw_source_has_a_catalog_entry_and_a_dvc_output():
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
     assert catalog["raw_{source}"]["path"] == "data/01_raw/{source}"
     assert stages["raw_data"]["outs"] == [f"data/01_raw/{name}" for name in raw_sources.RAW_SOURCES]
+
+
+# --- publishing into data/01_raw: linked, not copied; Hub staging removed ----------------
+def test_a_mirror_file_is_hard_linked_and_left_untouched(tmp_path):
+    source = tmp_path / "mirror" / "wiki.txt"
+    source.parent.mkdir()
+    source.write_text("one\ntwo\n")
+    source.chmod(0o644)
+    target = tmp_path / "project" / "data" / "01_raw" / "wiki" / "wiki.txt"
+    assert raw_sources.publish_raw_file(RawFile(source), target) == "hard link"
+    assert target.read_text() == "one\ntwo\n" and target.stat().st_ino == source.stat().st_ino
+    assert raw_sources.publish_raw_file(RawFile(source), target) == "in place"  # a rerun
+    target.unlink()  # what a rerun's overwrite does: the mirror keeps its file
+    assert source.read_text() == "one\ntwo\n" and oct(source.stat().st_mode & 0o777) == "0o644"
+
+
+def test_across_file_systems_a_mirror_file_is_symlinked_else_copied(tmp_path, monkeypatch):
+    source = tmp_path / "mirror.txt"
+    source.write_text("text\n")
+
+    def no_hard_links(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(raw_sources.os, "link", no_hard_links)
+    linked = tmp_path / "out" / "linked.txt"
+    assert raw_sources.publish_raw_file(RawFile(source), linked) == "symbolic link"
+    assert linked.is_symlink() and linked.read_text() == "text\n"
+    monkeypatch.setattr(raw_sources.os, "symlink", no_hard_links)
+    copied = tmp_path / "out" / "copied.txt"
+    assert raw_sources.publish_raw_file(RawFile(source), copied) == "copy"
+    assert not copied.is_symlink() and copied.read_text() == "text\n"
+    assert sorted(p.name for p in copied.parent.iterdir()) == ["copied.txt", "linked.txt"]  # no temporary left
+
+
+def test_hub_files_are_moved_out_of_a_staging_folder_that_is_then_removed(tmp_path, monkeypatch):
+    cache = tmp_path / "hub-cache" / "blob"  # the Hub's own cache: a staged link points into it
+    cache.parent.mkdir()
+    cache.write_text("cached\n")
+
+    def fetch(dest, options):
+        (dest / "part").mkdir()
+        (dest / "part" / "train.txt").write_text("downloaded\n")
+        (dest / "wiki.txt").symlink_to(cache)
+
+    monkeypatch.setattr(raw_sources.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    source = raw_sources.RawSource("fake", "fake", "a fake source", fetch)
+    files = raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, None)
+    staging = files["wiki.txt"].staged_in
+    assert staging is not None and staging.parent == tmp_path / "tmp"
+    out = tmp_path / "data" / "01_raw" / "fake"
+    hows = {key: raw_sources.publish_raw_file(raw, out / key) for key, raw in sorted(files.items())}
+    assert hows == {"part/train.txt": "move", "wiki.txt": "hard link"}
+    assert (out / "part/train.txt").read_text() == "downloaded\n" and (out / "wiki.txt").read_text() == "cached\n"
+    assert not (out / "wiki.txt").is_symlink() and cache.read_text() == "cached\n"
+    assert not staging.exists() and list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_failed_download_removes_its_own_staging_folder_but_never_a_given_one(tmp_path, monkeypatch):
+    def fetch(dest, options):
+        (dest / "partial.txt").write_text("half")
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(raw_sources.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    source = raw_sources.RawSource("fake", "fake", "a fake source", fetch)
+    with pytest.raises(RawDataUnavailable, match="ConnectionError: no network"):
+        raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, None)
+    assert list((tmp_path / "tmp").iterdir()) == []
+    given = tmp_path / "given"
+    with pytest.raises(RawDataUnavailable):
+        raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, given)
+    assert (given / "partial.txt").read_text() == "half"  # the caller's folder: not ours to delete

@@ -57,8 +57,7 @@ def test_detokenize_wikitext(tokenised, expected):
 
 def test_sentence_candidates_are_split_by_spacy_and_keep_their_paragraph_line(write_file):
     raw = write_file("w.txt", WIKITEXT)
-    articles = wiki.parse_wikitext(raw, StepReport("t"))
-    candidates = wiki.wikitext_sentence_candidates(articles, raw.label, wiki.sentence_splitter())
+    candidates = wiki.sentence_candidates(wiki.wikitext_paragraph_units(raw, StepReport("t")), workers=1).to_pandas()
     assert candidates["sentence"].tolist() == [
         "The first paragraph, with a comma.",
         "It has two sentences.",
@@ -84,7 +83,7 @@ def test_clean_and_filter_counts_every_reason():
         }
     )
     report = StepReport("t")
-    kept = wiki.clean_and_filter_sentences(candidates, report, min_words=3, max_words=10)
+    kept = wiki.clean_and_filter_sentences(candidates, report, min_words=3, max_words=10).to_pandas()
     assert kept["sentence"].tolist() == ["A perfectly ordinary sentence here."]
     assert kept["n_words"].tolist() == [5]
     assert report.dropped == {

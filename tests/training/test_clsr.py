@@ -42,7 +42,7 @@ SENTENCES = ["A man is playing a guitar.", "x", "Two dogs run across a field of 
 def stsb_pairs(sts_partitions) -> pd.DataFrame:
     """The real STS-B training pairs scored above 4 (what the catalog's stsb_pairs holds)."""
     table, _ = extract_stsb_pairs(sts_partitions, {"splits": ["train"], "min_score": 4.0}, "skip")
-    return table
+    return table.to_pandas()  # the node's Arrow table, as the training node reads the loaded data set
 
 
 @pytest.fixture

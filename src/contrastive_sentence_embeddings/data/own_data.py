@@ -28,14 +28,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 
-from contrastive_sentence_embeddings.data.pairs import PAIR_COLUMNS, drop_duplicate_pairs
+from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
+from contrastive_sentence_embeddings.data.pairs import PAIR_SCHEMA, drop_duplicate_pairs
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input, require_rows
 from contrastive_sentence_embeddings.data.wikipedia import normalize_text
 
 logger = logging.getLogger(__name__)
+
+SENTENCE_SCHEMA = pa.schema([("sentence", pa.string()), ("source", pa.string())])
 
 # File extensions -> format. Anything else needs an explicit `format:`.
 EXTENSIONS = {
@@ -329,16 +332,21 @@ def table_records(path: str | None, hub: str | None, subset: str | None, split: 
 
 # --- sentences -------------------------------------------------------------------------------
 def sentence_candidates(records: Iterable[Record], column: str, report: StepReport, on_bad_input: str,
-                        max_chars: int, label: str) -> pd.DataFrame:
-    """``(sentence, source)`` candidates, one per record; bad values counted (or raised).
-    A source without a single record is an error naming it."""
-    rows = []
-    for where, (value,) in records:
-        text = text_value(value, column, where, report, on_bad_input, max_chars)
-        if text is not None:
-            rows.append((text, where))
+                        max_chars: int, label: str):
+    """``(sentence, source)`` candidates, one per record, streamed into a ``datasets.Dataset``
+    (Arrow in memory, never a list of Python rows); bad values counted (or raised). A
+    source without a single record is an error naming it."""
+    import datasets
+
+    def candidates() -> Iterator[tuple[str, str]]:
+        for where, (value,) in records:
+            text = text_value(value, column, where, report, on_bad_input, max_chars)
+            if text is not None:
+                yield text, where
+
+    table = rows_to_table(candidates(), SENTENCE_SCHEMA)
     require_rows(report.rows_in, f"{label} (own sentences)")
-    return pd.DataFrame(rows, columns=["sentence", "source"])
+    return datasets.Dataset(table)
 
 
 # --- documents -------------------------------------------------------------------------------
@@ -411,46 +419,49 @@ def table_documents(records: Iterable[Record], column: str, report: StepReport,
 # --- pairs ------------------------------------------------------------------------------------
 def own_pairs(records: Iterable[Record], columns: Sequence[str], report: StepReport, on_bad_input: str,
               max_chars: int, label: str, min_score: float | None = None,
-              kept_labels: set[str] | None = None) -> pd.DataFrame:
+              kept_labels: set[str] | None = None) -> pa.Table:
     """Positive pairs from records of ``columns``: the two text columns, then the score
     column when ``min_score`` is set, then the label column when ``kept_labels`` is.
     Missing or blank text and missing or non-numeric scores are bad input; pairs scored
     ``<= min_score`` or labelled otherwise are dropped and counted, and so are
-    duplicates ((a, b) and (b, a) are one pair). The table has ``PAIR_COLUMNS``
-    (``score`` NaN without a score column; ``split`` is ``own``)."""
+    duplicates ((a, b) and (b, a) are one pair). The records are streamed into a
+    ``pyarrow.Table`` with ``PAIR_COLUMNS`` (``score`` NaN without a score column;
+    ``split`` is ``own``)."""
     first, second = columns[0], columns[1]
-    rows = []
-    for where, values in records:
-        texts = []
-        for column, value in zip((first, second), values[:2]):
-            text = text_value(value, column, where, report, on_bad_input, max_chars)
-            if text == "":
-                # an empty CSV field and a null are the same loss: say so once
-                handle_bad_input(report, f"{column}: missing text", where, on_bad_input)
-                text = None
-            if text is None:
-                break
-            texts.append(text)
-        if len(texts) < 2:
-            continue
-        rest = list(values[2:])
-        score = math.nan
-        if min_score is not None:
-            score = score_value(rest.pop(0), columns[2], where, report, on_bad_input)
-            if score is None:
+
+    def checked() -> Iterator[tuple[str, str, float, str, str]]:
+        for where, values in records:
+            texts = []
+            for column, value in zip((first, second), values[:2]):
+                text = text_value(value, column, where, report, on_bad_input, max_chars)
+                if text == "":
+                    # an empty CSV field and a null are the same loss: say so once
+                    handle_bad_input(report, f"{column}: missing text", where, on_bad_input)
+                    text = None
+                if text is None:
+                    break
+                texts.append(text)
+            if len(texts) < 2:
                 continue
-            if score <= min_score:
-                report.drop(f"score <= {min_score:g}", where=where)
-                continue
-        if kept_labels is not None:
-            value = rest.pop(0)
-            name = "" if value is None else str(value).strip()
-            if name not in kept_labels:
-                report.drop(f"label {name!r} not kept", where=where)
-                continue
-        rows.append((texts[0], texts[1], score, "own", where))
+            rest = list(values[2:])
+            score = math.nan
+            if min_score is not None:
+                score = score_value(rest.pop(0), columns[2], where, report, on_bad_input)
+                if score is None:
+                    continue
+                if score <= min_score:
+                    report.drop(f"score <= {min_score:g}", where=where)
+                    continue
+            if kept_labels is not None:
+                value = rest.pop(0)
+                name = "" if value is None else str(value).strip()
+                if name not in kept_labels:
+                    report.drop(f"label {name!r} not kept", where=where)
+                    continue
+            yield texts[0], texts[1], score, "own", where
+
+    table = rows_to_table(checked(), PAIR_SCHEMA)
     require_rows(report.rows_in, f"{label} (own pairs)")
-    table = pd.DataFrame(rows, columns=PAIR_COLUMNS)
     kept = drop_duplicate_pairs(table, "sentence1", "sentence2", report, symmetric=True)
     require_rows(len(kept), f"{label} (own pairs: none left after the checks and filters; see the data report)")
     return kept

@@ -16,7 +16,8 @@ truncated or binary-patched file) are removed from the line and the line counted
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input
@@ -30,10 +31,13 @@ NUL = "\x00"
 class RawFile:
     """A handle on one raw file: a path and how to decode it. Reading is lazy, so a
     multi-GB file is streamed, never loaded whole. ``encoding`` is the file's declared
-    encoding; UTF-8 is always tried first (see the module docstring)."""
+    encoding; UTF-8 is always tried first (see the module docstring). ``staged_in`` is
+    the temporary folder this run downloaded the file into (a Hub source), which
+    publishing it into ``data/01_raw`` empties and removes; None for any other file."""
 
     path: Path
     encoding: str = "utf-8"
+    staged_in: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -42,11 +46,12 @@ class RawFile:
     def name(self) -> str:
         return self.path.name
 
-    @property
+    @cached_property
     def label(self) -> str:
         """The path as shown in reports and errors: relative to the working directory
         (the project root under ``kedro run``) when inside it, so that outputs do not
-        depend on where the project is checked out."""
+        depend on where the project is checked out. Resolved once per handle (it
+        touches the file system), however many lines name it."""
         try:
             return self.path.resolve().relative_to(Path.cwd().resolve()).as_posix()
         except ValueError:
@@ -68,14 +73,13 @@ class RawFile:
         its ``file:line``. Every line read counts towards ``report.rows_in``.
         """
         legacy = self.encoding.lower().replace("_", "-") not in (UTF8, "utf8", "utf-8-sig")
-        label = None
         with self.path.open("rb") as handle:
             for number, raw in enumerate(handle, start=1):
                 report.rows_in += 1
                 try:
                     text = raw.decode(UTF8)
                 except UnicodeDecodeError as err:
-                    label = label or self.label
+                    label = self.label
                     if not legacy:
                         handle_bad_input(report, f"not utf-8 (byte {err.start})", f"{label}:{number}", on_bad_input)
                         continue
@@ -89,8 +93,7 @@ class RawFile:
                 if number == 1 and text.startswith(UTF8_BOM):
                     text = text[1:]
                 if NUL in text:
-                    label = label or self.label
-                    report.variant("NUL bytes removed", where=f"{label}:{number}")
+                    report.variant("NUL bytes removed", where=f"{self.label}:{number}")
                     text = text.replace(NUL, "")
                 yield number, text.rstrip("\r\n")
 
@@ -98,8 +101,7 @@ class RawFile:
         self, report: StepReport, on_bad_input: str = "skip"
     ) -> Iterator[tuple[int, str, str]]:
         """:meth:`iter_lines` with each line's ``file:line`` location, for readers that
-        report bad rows. The label is resolved once per file, not once per line (it
-        touches the file system)."""
+        report bad rows."""
         label = self.label
         for number, text in self.iter_lines(report, on_bad_input):
             yield number, f"{label}:{number}", text

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
@@ -128,19 +129,101 @@ def _fetch_from_hub(
             f"Raw source '{source.name}' ({source.description}) has no offline mirror "
             f"at {mirror} and no Hub source. {source.hub_hint} {what_to_do}"
         )
-    staging = Path(staging_dir or tempfile.mkdtemp(prefix=f"cse-hub-{source.name}-"))
+    # A staging folder of our own (none given) is removed: at once if the download
+    # fails, else file by file as each is published into data/01_raw (RawFile.staged_in).
+    ours = staging_dir is None
+    staging = Path(tempfile.mkdtemp(prefix=f"cse-hub-{source.name}-") if ours else staging_dir)
     staging.mkdir(parents=True, exist_ok=True)
     logger.info("raw %s: fetching from the Hugging Face Hub into %s", source.name, staging)
     try:
         source.fetch_from_hub(staging, options)
     except Exception as err:  # noqa: BLE001 - any library failure means "not available"
         logger.debug("Hub download of %s failed", source.name, exc_info=True)
+        if ours:
+            shutil.rmtree(staging, ignore_errors=True)
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         raise RawDataUnavailable(
             f"Raw source '{source.name}' ({source.description}) is not in the offline "
             f"mirror and downloading it from the Hub failed ({reason}). {what_to_do}"
         ) from None
-    return list_files(staging)
+    files = list_files(staging)
+    if ours:
+        files = {key: RawFile(raw.path, raw.encoding, staged_in=staging) for key, raw in files.items()}
+    return files
+
+
+# --- publishing a raw file into data/01_raw --------------------------------------------
+def publish_raw_file(raw: RawFile, target: Path) -> str:
+    """Put ``raw`` at ``target`` without copying its bytes where the file system allows,
+    and say how: a mirror file is hard-linked (same file system), else symbolically
+    linked, else copied; a file this run staged (``raw.staged_in``, a Hub download) is
+    moved (or, across file systems, copied) and its staging folder removed once empty.
+
+    DVC tracks ``data/01_raw/*`` as outputs of the raw_data stage and copes with all
+    three: it hashes a link's content and, when it commits the stage, replaces the link
+    with a copy from its cache (``cache.type`` reflink,copy), leaving the mirror file
+    itself untouched (mode and link count included); ``dvc status`` is then clean. A
+    plain ``kedro run`` keeps the link. The target appears atomically (written under a
+    temporary name and renamed), and is left as it is when it already is that file
+    (the same inode: a rerun over a linked mirror file)."""
+    target = Path(target)
+    source = raw.path.resolve()  # a staged link into the Hub cache: its target
+    if target.exists() and os.path.samefile(target, source):
+        return "in place"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.publishing-{uuid.uuid4().hex[:12]}")
+    try:
+        if raw.staged_in is not None and not raw.path.is_symlink():
+            how = _move(source, temporary)
+        else:  # a staged link must not be linked to: its folder is about to go
+            how = _link(source, temporary, symbolic=raw.staged_in is None)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if raw.staged_in is not None:
+        raw.path.unlink(missing_ok=True)
+        _remove_empty_folders(raw.path.parent, raw.staged_in)
+    return how
+
+
+def _link(source: Path, target: Path, symbolic: bool) -> str:
+    try:
+        os.link(source, target)
+        return "hard link"
+    except OSError:  # another file system, or one without hard links
+        pass
+    if symbolic:
+        try:
+            os.symlink(source, target)
+            return "symbolic link"
+        except OSError:
+            pass
+    shutil.copyfile(source, target)
+    return "copy"
+
+
+def _move(source: Path, target: Path) -> str:
+    try:
+        os.replace(source, target)
+        return "move"
+    except OSError:  # across file systems
+        shutil.copyfile(source, target)
+        return "copy"
+
+
+def _remove_empty_folders(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents up to and including ``root`` while they are
+    empty (the first one that is not stops it: another staged file still in it)."""
+    folder, root = Path(folder), Path(root)
+    while folder == root or root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == root:
+            return
+        folder = folder.parent
 
 
 # --- Hub fetchers: each writes the mirror layout of its source into ``dest`` ---------

@@ -23,7 +23,7 @@ SENTENCE_PARAMS = {"inputs": ["wikitext", "sentence_per_line"], "min_words": 3, 
 
 def test_sentence_candidates_come_from_both_inputs(raw_inputs):
     candidates, report = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
-    assert candidates["sentence"].tolist() == [
+    assert list(candidates["sentence"]) == [
         "One sentence per line here.",
         "Another sentence per line here.",
         "",
@@ -56,6 +56,7 @@ def test_no_text_input_at_all_is_a_clear_error(write_file, partitions):
 def test_sample_sentences_filters_then_samples(raw_inputs):
     candidates, _ = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"], SENTENCE_PARAMS, "skip")
     sample, report = nodes.sample_sentences(candidates, SENTENCE_PARAMS)
+    sample = sample.to_pandas()
     counts = report["wiki_sentences"]
     assert len(sample) == 3 and counts["rows_out"] == 3
     assert counts["rows_in"] == counts["rows_out"] + counts["rows_dropped"] == 7
@@ -99,6 +100,7 @@ def test_stsb_pairs_use_the_chosen_splits(write_file, partitions):
         }
     )
     pairs, report = nodes.extract_stsb_pairs(raw_sts, {"splits": ["train", "dev"], "min_score": 4.0}, "skip")
+    pairs = pairs.to_pandas()
     assert pairs[["sentence1", "split"]].values.tolist() == [["a b c", "train"], ["x", "dev"]]
     assert report["stsb_pairs"]["dropped"] == {"missing score": 1, "score <= 4": 1}
     with pytest.raises(BadInputError, match=r"sts-train\.csv:3: missing score"):
@@ -118,10 +120,11 @@ def test_nli_pairs_from_both_layouts_and_split_choice(write_file, partitions, tm
         "multinli/train.parquet": RawFile(hub),
     }
     pairs, report = nodes.extract_nli_pairs(partitions(files), {"splits": None}, "skip")
+    pairs = pairs.to_pandas()
     assert pairs[["premise", "hypothesis", "split"]].values.tolist() == [["P1", "H1", "multinli/train"], ["A .", "a .", "snli/dev"]]
     assert report["nli_pairs"]["rows_in"] == 4
     only_dev, _ = nodes.extract_nli_pairs(partitions(files), {"splits": ["dev"]}, "skip")
-    assert only_dev["split"].tolist() == ["snli/dev"]
+    assert only_dev.column("split").to_pylist() == ["snli/dev"]
     without_s2 = {k: v for k, v in files.items() if k != "snli/s2.dev"}
     with pytest.raises(FileNotFoundError, match=r"snli/dev.*: snli/s2\.dev missing"):
         nodes.extract_nli_pairs(partitions(without_s2), {"splits": ["dev"]}, "skip")
@@ -167,3 +170,22 @@ def test_shard_count_changes_nothing_downstream(long_documents, tmp_path, tokeni
     assert sorted(tokens_many) == sorted(tokens_one) and len(tokens_one) > 0
     for doc_id in tokens_one:
         assert tokens_many[doc_id].tolist() == tokens_one[doc_id].tolist()
+
+
+def test_sentences_are_the_same_whatever_the_number_of_workers(mirror_dir):
+    """Real WikiText paragraphs and wiki1m lines, split and filtered on one and on two
+    worker processes: the same candidates, sentences and reports, row for row."""
+    raw_wiki = {"wiki1m_head.txt": lambda: RawFile(mirror_dir / "wiki/wiki1m_head.txt")}
+    raw_longdocs = {"wikitext-2.valid.txt": lambda: RawFile(mirror_dir / "longdocs/wikitext-2.valid.txt")}
+    params = {**SENTENCE_PARAMS, "min_words": 5, "max_words": 64, "n_sentences": 2000, "seed": 42}
+    runs = {}
+    for workers in (1, 2):
+        candidates, candidate_report = nodes.collect_sentence_candidates(raw_wiki, raw_longdocs, params, "skip", workers)
+        sample, sample_report = nodes.sample_sentences(candidates, params, workers)
+        # the work really was shared out: one Arrow shard per worker
+        assert len({entry["filename"] for entry in candidates.cache_files}) == workers
+        runs[workers] = (candidates.to_pandas(), candidate_report, sample.to_pandas(), sample_report)
+    (candidates1, report1, sample1, sampled1), (candidates2, report2, sample2, sampled2) = runs[1], runs[2]
+    assert len(candidates1) > 15_000 and candidates1.equals(candidates2) and report1 == report2
+    assert len(sample1) == 2000 and sample1.equals(sample2) and sampled1 == sampled2
+    assert sampled1["wiki_sentences"]["dropped"]["duplicate"] > 0  # de-duplication took part

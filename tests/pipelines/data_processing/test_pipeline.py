@@ -31,6 +31,13 @@ def project(tmp_path_factory, mirror_dir):
     scratch.close()
 
 
+def read_arrow(folder):
+    """A prepared data set the catalog wrote as an ArrowDataset folder, as a table."""
+    import datasets
+
+    return datasets.load_from_disk(str(folder)).to_pandas()
+
+
 def sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -46,7 +53,7 @@ def test_raw_data_is_a_byte_identical_copy_of_the_mirror(project, mirror_dir):
 def test_sampled_sentences(project, mirror_dir):
     root, params = project
     settings = params["wiki_sentences"]
-    sentences = pd.read_parquet(root / "data/05_model_input/wiki_sentences.parquet")
+    sentences = read_arrow(root / "data/05_model_input/wiki_sentences")
     assert len(sentences) == settings["n_sentences"]
     assert sentences["sentence"].str.casefold().is_unique
     assert not sentences["sentence"].str.contains("<unk>", regex=False).any()
@@ -98,7 +105,7 @@ def test_long_documents_and_their_spans(project, mirror_dir):
 
 def test_stsb_pairs_match_a_direct_reading_of_the_file(project, mirror_dir):
     root, params = project
-    pairs = pd.read_parquet(root / "data/05_model_input/stsb_pairs.parquet")
+    pairs = read_arrow(root / "data/05_model_input/stsb_pairs")
     raw = pd.read_csv(mirror_dir / "sts/STSBenchmark/sts-train.csv", sep="\t", header=None, quoting=3, usecols=[4, 5, 6])
     above = raw[raw[4] > params["stsb_pairs"]["min_score"]]
     unordered = {tuple(sorted((a.casefold().strip(), b.casefold().strip()))) for a, b in zip(above[5], above[6])}
@@ -108,7 +115,7 @@ def test_stsb_pairs_match_a_direct_reading_of_the_file(project, mirror_dir):
 
 def test_nli_pairs_match_a_direct_reading_of_the_files(project, mirror_dir):
     root, _ = project
-    pairs = pd.read_parquet(root / "data/05_model_input/nli_pairs.parquet")
+    pairs = read_arrow(root / "data/05_model_input/nli_pairs")
     expected = set()
     for split in ("dev", "test"):
         read = lambda name: (mirror_dir / f"nli/snli/{name}.{split}").read_text(encoding="utf-8").splitlines()  # noqa: E731

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 
+import datasets
 import pandas as pd
 from datasets import load_from_disk
 import pytest
@@ -127,14 +128,14 @@ def test_simcse_trains_on_a_text_file_given_by_runtime_params(simcse_run):
     assert counts["rows_in"] == project.sentences + 3 and counts["rows_out"] == project.sentences
     assert counts["dropped"] == {"blank sentence": 1, "duplicate": 1, "not utf-8 (byte 3)": 1}
     assert counts["examples"]["not utf-8 (byte 3)"] == ["my_sentences.txt:12"]
-    prepared = pd.read_parquet(project.root / "data/05_model_input/own/simcse/sentences.parquet")
+    prepared = datasets.load_from_disk(str(project.root / "data/05_model_input/own/simcse/sentences")).to_pandas()
     assert len(prepared) == project.sentences and prepared["sentence"].is_unique
     saved = metadata(project, "simcse")
     assert saved["method"] == "simcse" and saved["train_sentences"] == project.sentences and saved["steps"] == 2
     assert on_the_leaderboard(project, "simcse")
     # Nothing of the built-in sentences was read or prepared: own data needs no mirror of them.
     assert not (project.root / "data/01_raw/wiki").exists()
-    assert not (project.root / "data/05_model_input/wiki_sentences.parquet").exists()
+    assert not (project.root / "data/05_model_input/wiki_sentences").exists()
 
 
 def test_declutr_trains_on_a_folder_of_documents_with_their_own_spans(declutr_run):
@@ -163,4 +164,4 @@ def test_clsr_trains_on_scored_pairs_above_the_threshold(clsr_run):
     assert saved["method"] == "clsr" and saved["train_pairs"] == project.pairs
     assert saved["pairs_dataset"] == "my_pairs.csv"
     assert on_the_leaderboard(project, "clsr_stsb")
-    assert not (project.root / "data/05_model_input/stsb_pairs.parquet").exists()
+    assert not (project.root / "data/05_model_input/stsb_pairs").exists()

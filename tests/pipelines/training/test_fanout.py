@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 
+import datasets
 import numpy as np
 import pandas as pd
 import pytest
@@ -94,7 +95,7 @@ def one_process(fanned_out, dropout_free_bert, mirror_dir):
     """The same training in this one process on the global batch (16), on the
     sentences the pipeline prepared."""
     scratch, _ = fanned_out
-    sentences = pd.read_parquet(scratch.root / "data/05_model_input/wiki_sentences.parquet")["sentence"].tolist()
+    sentences = datasets.load_from_disk(str(scratch.root / "data/05_model_input/wiki_sentences"))["sentence"][:]
     block = simcse_block(PER_PROCESS_BATCH * PROCESSES, 1)
     block["training"]["checkpoint_dir"] = None
     return run.train_on_sentences(sentences, str(dropout_free_bert), block,

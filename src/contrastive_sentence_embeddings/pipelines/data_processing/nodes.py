@@ -6,12 +6,14 @@ method needs still reports every step it ran."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+import datasets
 import pandas as pd
 import pyarrow as pa
 
@@ -25,6 +27,8 @@ from contrastive_sentence_embeddings.config import (
 )
 from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
+from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
+from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import document_lengths, sample_spans
@@ -62,24 +66,34 @@ def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) 
         raise ValueError(f"{parameter} must be a non-empty subset of {list(allowed)}, got {chosen}")
 
 
+def _no_text_input(what: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"no .txt input files for {what} in data/01_raw: run `kedro run --pipeline=raw_data` "
+        "or check the raw_data mirror"
+    )
+
+
 def collect_sentence_candidates(
-    raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+    raw_wiki: Partitions, raw_longdocs: Partitions, params: dict[str, Any], on_bad_input: str,
+    num_proc: int | None = None,
+) -> tuple[datasets.Dataset, dict[str, Any]]:
     """Every candidate sentence with its ``file:line``: spaCy-split, detokenised
-    WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``)."""
+    WikiText paragraphs and/or one-sentence-per-line files (``params['inputs']``),
+    streamed from the files and split on ``num_proc`` worker processes (the same
+    sentences, in the same order, whatever ``num_proc`` is)."""
     params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     _check_choices(params["inputs"], SENTENCE_INPUTS, "wiki_sentences.inputs")
     report = StepReport("sentence_candidates")
-    frames = []
+    units = []
     if "sentence_per_line" in params["inputs"]:
-        for pid, raw in _text_files(raw_wiki, "raw_wiki").items():
-            frames.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
+        for raw in _text_files(raw_wiki, "raw_wiki").values():
+            units.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
     if "wikitext" in params["inputs"]:
-        nlp = wikipedia.sentence_splitter()
-        for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items():
-            articles = wikipedia.parse_wikitext(raw, report, on_bad_input)
-            frames.append(wikipedia.wikitext_sentence_candidates(articles, raw.label, nlp))
-    candidates = _concat_inputs(frames, f"wiki_sentences.inputs {params['inputs']}")
+        for raw in _text_files(raw_longdocs, "raw_longdocs").values():
+            units.append(wikipedia.wikitext_paragraph_units(raw, report, on_bad_input))
+    if not units:
+        raise _no_text_input(f"wiki_sentences.inputs {params['inputs']}")
+    candidates = wikipedia.sentence_candidates(itertools.chain.from_iterable(units), worker_count(num_proc))
     report.rows_out = len(candidates)
     report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"
     report.log(logger)
@@ -87,13 +101,15 @@ def collect_sentence_candidates(
 
 
 def sample_sentences(
-    candidates: pd.DataFrame, params: dict[str, Any]
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Clean, length-filter and de-duplicate the candidates, then draw the seeded sample."""
+    candidates: datasets.Dataset, params: dict[str, Any], num_proc: int | None = None
+) -> tuple[datasets.Dataset, dict[str, Any]]:
+    """Clean, length-filter and de-duplicate the candidates (on ``num_proc`` worker
+    processes), then draw the seeded sample."""
     params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     report = StepReport("wiki_sentences", rows_in=len(candidates))
     kept = wikipedia.clean_and_filter_sentences(
-        candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True)
+        candidates, report, params["min_words"], params["max_words"], params.get("drop_unk", True),
+        workers=worker_count(num_proc),
     )
     sample = wikipedia.sample_rows(kept, params.get("n_sentences"), params["seed"], report)
     report.rows_out = len(sample)
@@ -189,8 +205,9 @@ _STSB_FILE = re.compile(r"(?:^|/)sts-(\w+)\.csv$")
 
 def extract_stsb_pairs(
     raw_sts: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``."""
+) -> tuple[pa.Table, dict[str, Any]]:
+    """STS-B pairs of the chosen splits with a gold score strictly above ``min_score``
+    (the files streamed into an Arrow table)."""
     params = asdict(parse_strict(StsbPairsConfig, params, "data_processing.stsb_pairs"))
     report = StepReport("stsb_pairs")
     files = {
@@ -204,8 +221,8 @@ def extract_stsb_pairs(
             f"STS-B split(s) {sorted(missing)} not found in raw_sts/STSBenchmark "
             f"(found {sorted(files)})"
         )
-    frames = [pairs.read_stsb(files[split](), split, report, on_bad_input) for split in params["splits"]]
-    scored = pd.concat(frames, ignore_index=True)
+    rows = (row for split in params["splits"] for row in pairs.stsb_rows(files[split](), split, report, on_bad_input))
+    scored = rows_to_table(rows, pairs.PAIR_SCHEMA)
     positive = pairs.stsb_positive_pairs(scored, params["min_score"], report)
     report.rows_out = len(positive)
     report.log(logger)
@@ -214,13 +231,15 @@ def extract_stsb_pairs(
 
 def extract_nli_pairs(
     raw_nli: Partitions, params: dict[str, Any], on_bad_input: str
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pa.Table, dict[str, Any]]:
     """(premise, hypothesis) entailment pairs from SentEval-layout files
     (``<corpus>/s1.<split>``, ``s2.<split>``, ``labels.<split>``) and Hub-layout
-    Parquet files (``<corpus>/<split>.parquet``); ``splits: null`` takes every split."""
+    Parquet files (``<corpus>/<split>.parquet``), streamed into an Arrow table;
+    ``splits: null`` takes every split."""
     params = asdict(parse_strict(NliPairsConfig, params, "data_processing.nli_pairs"))
     report = StepReport("nli_pairs")
-    tables = pairs.read_nli_partitions(raw_nli, params.get("splits"), report, on_bad_input)
-    entailment = pairs.entailment_pairs(tables, report)
+    splits = pairs.nli_partition_rows(raw_nli, params.get("splits"), report, on_bad_input)
+    labelled = rows_to_table(itertools.chain.from_iterable(splits), pairs.NLI_SCHEMA)
+    entailment = pairs.entailment_pairs([labelled], report)
     report.log(logger)
     return entailment, {report.step: report.to_dict()}

@@ -24,14 +24,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 nodes.collect_sentence_candidates,
-                ["raw_wiki", "raw_longdocs", "params:data_processing.wiki_sentences", BAD_INPUT],
+                ["raw_wiki", "raw_longdocs", "params:data_processing.wiki_sentences", BAD_INPUT, NUM_PROC],
                 ["sentence_candidates", "report_sentence_candidates"],
                 name="collect_sentence_candidates",
                 tags=["sentences"],
             ),
             Node(
                 nodes.sample_sentences,
-                ["sentence_candidates", "params:data_processing.wiki_sentences"],
+                ["sentence_candidates", "params:data_processing.wiki_sentences", NUM_PROC],
                 ["wiki_sentences", "report_wiki_sentences"],
                 name="sample_sentences",
                 tags=["sentences"],

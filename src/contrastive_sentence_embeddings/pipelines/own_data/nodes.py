@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 
 from contrastive_sentence_embeddings.config import LongDocumentsConfig, parse_source, parse_strict
 from contrastive_sentence_embeddings.data import own_data
 from contrastive_sentence_embeddings.data.documents import tokenized_long_documents
+from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.wikipedia import clean_and_filter_sentences
 from contrastive_sentence_embeddings.encoders import load_tokenizer
@@ -23,7 +23,9 @@ from contrastive_sentence_embeddings.pipelines.data_processing.nodes import samp
 
 logger = logging.getLogger(__name__)
 
-Result = tuple[Any, dict[str, Any]]  # a table (DataFrame, or datasets.Dataset for documents) and its report
+# (the prepared table: a DataFrame, a datasets.Dataset or a pyarrow.Table, as the
+# catalog's data set for it takes; its data report)
+Result = tuple[Any, dict[str, Any]]
 
 
 def _named(function: Callable, name: str, doc: str) -> Callable:
@@ -32,7 +34,7 @@ def _named(function: Callable, name: str, doc: str) -> Callable:
     return function
 
 
-def _finish(report: StepReport, table: pd.DataFrame, label: str) -> Result:
+def _finish(report: StepReport, table, label: str) -> Result:
     report.rows_out = len(table)
     report.extra["source"] = label
     report.log(logger)
@@ -44,7 +46,7 @@ def make_prepare_sentences(method: str) -> Callable[..., Result]:
     de-duplicate them as the built-in sentences are (``<unk>`` is not special here)."""
     step, where = f"{method}.sentences", f"{method}.data.sentences"
 
-    def prepare_sentences(source: Any, on_bad_input: str) -> Result:
+    def prepare_sentences(source: Any, on_bad_input: str, num_proc: int | None = None) -> Result:
         spec = parse_source("sentences", source, where)
         report = StepReport(step)
         records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, [spec.column],
@@ -52,7 +54,7 @@ def make_prepare_sentences(method: str) -> Callable[..., Result]:
         candidates = own_data.sentence_candidates(records, spec.column, report, on_bad_input, spec.max_chars,
                                                   spec.origin)
         kept = clean_and_filter_sentences(candidates, report, spec.min_words, spec.max_words, drop_unk=False,
-                                          what=f"{spec.origin} ({step})")
+                                          what=f"{spec.origin} ({step})", workers=worker_count(num_proc))
         return _finish(report, kept, spec.origin)
 
     return _named(prepare_sentences, "prepare_sentences", f"{method}'s own sentences, cleaned and counted.")

@@ -28,8 +28,8 @@ SHARED_PARAMETERS = (BAD_INPUT, NUM_PROC, "params:encoder", "params:data_process
 def create_pipeline(input_name: str = "sentences", method: str = "method", **kwargs) -> Pipeline:
     """The preparation of ``method``'s own ``input_name`` (sentences, documents or pairs)."""
     if input_name == "sentences":
-        nodes_ = [Node(nodes.make_prepare_sentences(method), [SOURCE, BAD_INPUT], ["own_sentences", "report"],
-                       name="prepare_sentences")]
+        nodes_ = [Node(nodes.make_prepare_sentences(method), [SOURCE, BAD_INPUT, NUM_PROC],
+                       ["own_sentences", "report"], name="prepare_sentences")]
     elif input_name == "documents":
         nodes_ = [
             Node(nodes.make_prepare_documents(method),

@@ -19,16 +19,26 @@ def _processes(config: MethodConfig) -> int:
     return fanout.resolve_num_processes(config.training_config().num_processes)
 
 
-def train_on_sentences(sentences: pd.DataFrame, raw_sts: Mapping, encoder: str, block: Mapping):
-    """A sentence method (SimCSE, SCD, ImSimCSE) on the ``sentence`` column; the kept
+def train_on_sentences(sentences, raw_sts: Mapping, encoder: str, block: Mapping):
+    """A sentence method (SimCSE, SCD, ImSimCSE) on the ``sentence`` column of the
+    prepared sentences (a memory-mapped ``datasets.Dataset``, or a DataFrame); the kept
     weights are the best by the dev scores of ``raw_sts``. With ``training.num_processes``
     above 1, in that many worker processes (``training.fanout``)."""
     config = MethodConfig.from_params(block, "method")
+    texts = sentence_texts(sentences)
     if (processes := _processes(config)) > 1:
-        return fanout.train_in_processes("sentences", encoder, block, {"sentences": sentences[["sentence"]]},
+        return fanout.train_in_processes("sentences", encoder, block, {"sentences": pd.DataFrame({"sentence": texts})},
                                          raw_sts, processes)
-    trained, result = run.train_on_sentences(sentences["sentence"].tolist(), encoder, config, DevScorer(raw_sts))
+    trained, result = run.train_on_sentences(texts, encoder, config, DevScorer(raw_sts))
     return trained, result.curve
+
+
+def sentence_texts(sentences) -> list[str]:
+    """The ``sentence`` column as a list: the trainer tokenises every sentence up front,
+    and a million of them are small enough to hold (only that column is read)."""
+    if isinstance(sentences, pd.DataFrame):
+        return sentences["sentence"].tolist()
+    return sentences.with_format("arrow")["sentence"].to_pylist()
 
 
 def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: Mapping):
@@ -43,10 +53,14 @@ def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: 
     return trained, result.curve
 
 
-def embed_pair_sentences(pairs: pd.DataFrame, embedding_cache: str, encoder: str, block: Mapping) -> PairEmbeddings:
+def embed_pair_sentences(pairs, embedding_cache: str, encoder: str, block: Mapping) -> PairEmbeddings:
     """Frozen embeddings of every sentence of the pairs (the first ``max_examples``
-    pairs only, when set), from the embedding cache when it holds them."""
+    pairs only, when set), from the embedding cache when it holds them. The prepared
+    pairs (a ``datasets.Dataset``) are read as a DataFrame: pair sets are small by
+    nature (at most ~1M NLI pairs), and CLSR embeds all their sentences anyway."""
     config = MethodConfig.from_params(block, "method")
+    if not isinstance(pairs, pd.DataFrame):
+        pairs = pairs.to_pandas()
     if config.max_examples:
         pairs = pairs.head(config.max_examples)
     dataset = config.data_label("pairs")

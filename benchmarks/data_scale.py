@@ -180,9 +180,24 @@ def write_mirror(
 class Measured:
     wall_s: float
     peak_tree_rss_bytes: int  # sum over the process and its descendants, polled
+    # the same for anonymous memory only (RssAnon: heap and the like), leaving out the
+    # file-backed pages of memory-mapped Arrow files, which the kernel can drop at will
+    peak_tree_anon_bytes: int
     max_process_rss_bytes: int  # ru_maxrss (largest single process of the tree)
     cpu_s: float  # user + system of the process and its waited-for descendants
     returncode: int
+
+
+def anonymous_rss(pid: int) -> int:
+    """``RssAnon`` of a process in bytes (Linux; 0 where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def run_measured(command: Sequence[str], cwd: Path, env: dict[str, str], log_path: Path) -> Measured:
@@ -194,7 +209,7 @@ def run_measured(command: Sequence[str], cwd: Path, env: dict[str, str], log_pat
         start = time.perf_counter()
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
         root = psutil.Process(process.pid)
-        peak = 0
+        peak = peak_anon = 0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
@@ -203,19 +218,22 @@ def run_measured(command: Sequence[str], cwd: Path, env: dict[str, str], log_pat
                 tree = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 tree = []
-            total = 0
+            total = anonymous = 0
             for member in tree:
                 try:
                     total += member.memory_info().rss
+                    anonymous += anonymous_rss(member.pid)
                 except psutil.NoSuchProcess:
                     pass
             peak = max(peak, total)
+            peak_anon = max(peak_anon, anonymous)
             time.sleep(POLL_SECONDS)
         wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
     return Measured(
         wall_s=round(wall, 2),
         peak_tree_rss_bytes=peak,
+        peak_tree_anon_bytes=peak_anon,
         max_process_rss_bytes=usage.ru_maxrss * 1024,  # Linux: kilobytes
         cpu_s=round(usage.ru_utime + usage.ru_stime, 2),
         returncode=process.returncode,
@@ -330,6 +348,7 @@ class Row:
     peak_tree_rss_gib: float
     max_process_rss_gib: float
     cpu_s: float
+    peak_tree_anon_gib: float | None = None
     rows_in: int | None = None
     rows_out: int | None = None
     tokens_in: int | None = None
@@ -342,7 +361,8 @@ class Row:
 
 def _row(path: str, size: int, stage: str, num_proc: int | None, measured: Measured, load: float) -> Row:
     return Row(path, size, stage, num_proc, measured.wall_s, round(measured.peak_tree_rss_bytes / GIB, 3),
-               round(measured.max_process_rss_bytes / GIB, 3), measured.cpu_s, load_average_1min=round(load, 2))
+               round(measured.max_process_rss_bytes / GIB, 3), measured.cpu_s,
+               peak_tree_anon_gib=round(measured.peak_tree_anon_bytes / GIB, 3), load_average_1min=round(load, 2))
 
 
 def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path, mirror: Path,
@@ -384,7 +404,7 @@ def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path
         if row.rows_in:
             row.rows_per_s = round(row.rows_in / row.wall_s, 1)
         rows.append(row)
-        print(f"  {path} {size}: num_proc={num_proc} {row.wall_s} s, peak RSS {row.peak_tree_rss_gib} GiB, "
+        print(f"  {path} {size}: num_proc={num_proc} {row.wall_s} s, peak RSS {row.peak_tree_rss_gib} GiB (anonymous {row.peak_tree_anon_gib}), "
               f"{row.tokens_per_s or '-'} tokens/s, {row.rows_per_s} rows/s", flush=True)
     return rows
 

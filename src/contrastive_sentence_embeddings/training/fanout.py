@@ -196,7 +196,7 @@ def train_tables(family: str, tables: Mapping[str, pd.DataFrame], encoder: str, 
 
     config = MethodConfig.from_params(block, "method")
     if family == "sentences":
-        return run.train_on_sentences(tables["sentences"]["sentence"].tolist(), encoder, config, dev_scorer)
+        return run.train_on_sentences(run.sentence_texts(tables["sentences"]), encoder, config, dev_scorer)
     if family == "documents":
         return run.train_on_documents(tables["documents"], tables["spans"], encoder, config, dev_scorer)
     raise ValueError(f"no multi-process training for the {family} family")

@@ -28,7 +28,17 @@ from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.training.methods import build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingResult, tokenize_sentences, train
 
+
 logger = logging.getLogger(__name__)
+
+
+def sentence_texts(sentences) -> list[str]:
+    """The ``sentence`` column of the prepared sentences as a list (a ``datasets.Dataset``
+    from the catalog, or a DataFrame): the trainer tokenises every sentence up front, and
+    a million of them are small enough to hold; only that column is read."""
+    if hasattr(sentences, "with_format"):
+        return sentences.with_format("arrow")["sentence"].to_pylist()
+    return sentences["sentence"].tolist()
 
 
 @dataclass

@@ -25,20 +25,12 @@ def train_on_sentences(sentences, raw_sts: Mapping, encoder: str, block: Mapping
     weights are the best by the dev scores of ``raw_sts``. With ``training.num_processes``
     above 1, in that many worker processes (``training.fanout``)."""
     config = MethodConfig.from_params(block, "method")
-    texts = sentence_texts(sentences)
+    texts = run.sentence_texts(sentences)
     if (processes := _processes(config)) > 1:
         return fanout.train_in_processes("sentences", encoder, block, {"sentences": pd.DataFrame({"sentence": texts})},
                                          raw_sts, processes)
     trained, result = run.train_on_sentences(texts, encoder, config, DevScorer(raw_sts))
     return trained, result.curve
-
-
-def sentence_texts(sentences) -> list[str]:
-    """The ``sentence`` column as a list: the trainer tokenises every sentence up front,
-    and a million of them are small enough to hold (only that column is read)."""
-    if isinstance(sentences, pd.DataFrame):
-        return sentences["sentence"].tolist()
-    return sentences.with_format("arrow")["sentence"].to_pylist()
 
 
 def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: Mapping):

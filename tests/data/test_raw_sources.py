@@ -166,3 +166,11 @@ def test_a_failed_download_removes_its_own_staging_folder_but_never_a_given_one(
     with pytest.raises(RawDataUnavailable):
         raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, given)
     assert (given / "partial.txt").read_text() == "half"  # the caller's folder: not ours to delete
+
+
+def test_a_download_that_brings_no_file_leaves_no_staging_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(raw_sources.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    source = raw_sources.RawSource("fake", "fake", "a fake source", lambda dest, options: None)
+    assert raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, None) == {}
+    assert list((tmp_path / "tmp").iterdir()) == []

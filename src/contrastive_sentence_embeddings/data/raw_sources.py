@@ -23,6 +23,7 @@ parameter.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -148,6 +149,12 @@ def _fetch_from_hub(
         ) from None
     files = list_files(staging)
     if ours:
+        if not files:  # nothing to publish: nothing would ever empty the folder
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            # Whatever is not published by the end of the process (a later step failed)
+            # goes with it: the folder is this run's own (mkdtemp above).
+            atexit.register(shutil.rmtree, staging, ignore_errors=True)
         files = {key: RawFile(raw.path, raw.encoding, staged_in=staging) for key, raw in files.items()}
     return files
 

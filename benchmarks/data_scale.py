@@ -432,8 +432,9 @@ def _start_tokenizer(encoder: str, threaded: bool) -> None:
 
 
 def _count_tokens(texts: list[str]) -> int:
-    encoded = _worker_tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
-    return sum(map(len, encoded["input_ids"]))
+    from contrastive_sentence_embeddings.data.documents import encode_texts  # the pipeline's own call
+
+    return sum(map(len, encode_texts(texts, _worker_tokenizer)))
 
 
 def _batches(path: Path, size: int, limit: int | None = None) -> Iterator[list[str]]:

@@ -181,17 +181,28 @@ class ArrowDataset(AbstractDataset):
     ``.<name>.old-*`` copy) intact, never a half-written one. An existing target that
     is not such a folder (no ``state.json``) is refused, never deleted.
 
+    A data set memory-mapped from files (a node's ``map``/``filter`` result) of more
+    than ``child_process_bytes`` is written by a child process when ``num_proc`` is
+    one: ``save_to_disk`` reads every row through the memory map, and the pages it
+    reads stay in the reading process's resident memory for as long as the data set
+    is mapped, so writing 10 GB of token ids in the Kedro process would make its
+    memory grow with the data. The child's pages go when it exits. (With ``num_proc``
+    above one, ``save_to_disk``'s own worker processes do the reading.)
+
     Args:
         path: the folder (e.g. ``data/03_primary/long_documents``).
         max_shard_size: the largest shard, as ``save_to_disk`` takes it (``"500MB"``).
         num_proc: processes writing shards (``None``: one).
+        child_process_bytes: the size above which a memory-mapped data set is written
+            by a child process (when ``num_proc`` is one).
     """
 
     def __init__(self, path: str, max_shard_size: str | int = "500MB", num_proc: int | None = None,
-                 metadata: dict | None = None):
+                 child_process_bytes: int = 64 * 2**20, metadata: dict | None = None):
         self._path = Path(path)
         self._max_shard_size = max_shard_size
         self._num_proc = num_proc
+        self._child_process_bytes = child_process_bytes
         self.metadata = metadata
 
     def load(self):
@@ -220,7 +231,10 @@ class ArrowDataset(AbstractDataset):
         temporary = self._path.with_name(f".{self._path.name}.writing-{token}")
         previous = self._path.with_name(f".{self._path.name}.old-{token}")
         try:
-            data.save_to_disk(str(temporary), max_shard_size=self._max_shard_size, num_proc=self._num_proc)
+            if (self._num_proc or 1) == 1 and data.cache_files and _nbytes(data) > self._child_process_bytes:
+                _in_child_process(_save_to_disk, data, str(temporary), self._max_shard_size)
+            else:
+                _save_to_disk(data, str(temporary), self._max_shard_size, self._num_proc)
             crash_point("dataset_save:before_replace")
             if self._path.exists():
                 os.replace(self._path, previous)
@@ -236,7 +250,36 @@ class ArrowDataset(AbstractDataset):
         return all((self._path / marker).is_file() for marker in _ARROW_FOLDER_MARKERS)
 
     def _describe(self) -> dict[str, Any]:
-        return {"path": str(self._path), "max_shard_size": self._max_shard_size, "num_proc": self._num_proc}
+        return {"path": str(self._path), "max_shard_size": self._max_shard_size, "num_proc": self._num_proc,
+                "child_process_bytes": self._child_process_bytes}
+
+
+def _save_to_disk(data, path: str, max_shard_size, num_proc: int | None = None) -> None:
+    data.save_to_disk(path, max_shard_size=max_shard_size, num_proc=num_proc)
+
+
+def _nbytes(data) -> int:
+    """The bytes of ``data``'s rows (``datasets``' own estimate, which follows an
+    indices mapping)."""
+    try:
+        return int(data._estimate_nbytes())
+    except Exception:  # an estimate only decides where the save runs
+        return int(data.data.nbytes)
+
+
+def _in_child_process(function, *args) -> None:
+    """Run ``function(*args)`` in a new process and wait for it; its exception is
+    raised here. A ``datasets.Dataset`` memory-mapped from files travels as its file
+    names. The process is forked on Linux, as ``datasets``' own ``num_proc`` workers
+    are (a spawned one would re-run a user's script that has no ``__main__`` guard),
+    and spawned elsewhere."""
+    import multiprocessing
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        pool.submit(function, *args).result()
 
 
 from kedro_datasets.partitions import PartitionedDataset  # noqa: E402

@@ -69,10 +69,11 @@ def _corpus(n: int) -> list[tuple[str, str, str, str]]:
     return documents
 
 
-def _tokenized(documents, tokenizer, num_proc, tmp_path=None):
+def _tokenized(documents, tokenizer, num_proc, chunk_chars=docs.CHUNK_CHARACTERS):
     report = StepReport("long_documents")
     table = docs.tokenized_long_documents(iter(documents), tokenizer, 40, report, batch_size=8,
-                                          max_unk_fraction=0.5, num_proc=num_proc, documents_per_worker=1)
+                                          max_unk_fraction=0.5, num_proc=num_proc, documents_per_worker=1,
+                                          chunk_chars=chunk_chars)
     return table, report
 
 
@@ -94,6 +95,40 @@ def test_tokenised_documents_do_not_depend_on_the_number_of_workers(tokenizer):
     assert one_report.dropped == expected_report.dropped and one_report.examples == expected_report.examples
     assert one_report.rows_out == len(expected) and one_report.extra["tokens_kept"] == int(expected["n_tokens"].sum())
     assert set(one_report.dropped) == {"more than 0.5 of its tokens unknown", "fewer than 40 tokens"}
+
+
+def test_tokenised_documents_do_not_depend_on_how_the_corpus_is_cut_into_chunks(tokenizer):
+    documents = _corpus(60)
+    whole, whole_report = _tokenized(documents, tokenizer, 1)
+    # a chunk closes once it holds 2,000 characters: about 6 documents here, some of
+    # them all dropped, each tokenised by 2 workers
+    cut, cut_report = _tokenized(documents, tokenizer, 2, chunk_chars=2_000)
+    assert len(cut.cache_files) > 2 and len(whole.cache_files) == 1
+    assert whole.to_pandas().equals(cut.to_pandas())
+    assert whole_report.to_dict() == cut_report.to_dict()
+
+
+def test_only_one_chunk_of_raw_text_is_on_disk_at_a_time(tmp_path):
+    documents = [(f"d{i}", f"f:{i}", "", "word " * 100) for i in range(50)]
+    seen = []
+    for path, count in docs.write_document_chunks(iter(documents), tmp_path, batch_documents=4, chunk_chars=1_800):
+        seen.append(count)
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]  # the one being handed out
+        assert docs.pa.ipc.open_stream(docs.pa.OSFile(str(path))).read_all().num_rows == count
+        path.unlink()  # as the tokenising step does before asking for the next
+    # documents of 500 characters: the fourth closes a chunk of 2,000 (one batch)
+    assert seen == [4] * 12 + [2] and sum(seen) == len(documents)
+
+
+def test_the_tokenizer_threads_setting_is_restored(monkeypatch):
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    with docs.tokenizer_threads(False):
+        assert docs.os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    assert docs.os.environ["TOKENIZERS_PARALLELISM"] == "true"
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    with docs.tokenizer_threads(True):
+        assert docs.os.environ["TOKENIZERS_PARALLELISM"] == "true"
+    assert "TOKENIZERS_PARALLELISM" not in docs.os.environ
 
 
 def test_token_ids_are_int32_lists_and_the_text_is_not_kept(tokenizer):

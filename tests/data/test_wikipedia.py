@@ -114,3 +114,11 @@ def test_sample_rows_takes_everything_when_asked_for_more_and_says_so():
     assert sorted(sample["sentence"]) == ["a", "b", "c"]
     assert report.extra == {"requested": 10, "available": 3, "shortfall": 7}
     assert not report.dropped
+
+
+def test_normalize_text_collapses_every_kind_of_whitespace_as_a_regex_would():
+    import re
+
+    text = "\ufeffA\u00a0b\t\tc\u2028d\x1ce\u3000 f\r\n g\u200bh  "
+    assert wiki.normalize_text(text) == re.sub(r"\s+", " ", text).strip()
+    assert wiki.normalize_text("  cafe\u0301 \n") == "caf\u00e9"  # NFC

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +49,13 @@ TOKENIZED_COLUMNS = ["doc_id", "source", "title", "input_ids", "n_tokens"]
 WRITE_BATCH_DOCUMENTS = 256
 # The fewest documents worth a tokenising worker process of their own.
 DOCUMENTS_PER_WORKER = 256
+# Characters of text tokenised per chunk (one ``datasets`` map, one set of worker
+# processes): large enough that starting the workers (about a second) is a few % of a
+# chunk's work (64M characters of English are about 13M word pieces, 30-40 s of one
+# core), small enough that the text pages a process holds mapped (at most a chunk's)
+# are a small part of its memory, the same for a corpus of 2,000 documents as of 8M.
+CHUNK_CHARACTERS = 64 * 2**20
+TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
 
 Document = tuple[str, str, str, str]  # doc_id, source (file:line), title, text
 
@@ -121,7 +130,8 @@ def tokenize_documents(
 def encode_texts(texts: list[str], tokenizer) -> list[list[int]]:
     """The token ids of ``texts`` as one tokenizer call: no special tokens, no
     truncation (the ids of a text do not depend on the others in the call)."""
-    return tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    return tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False,
+                     return_attention_mask=False, return_token_type_ids=False)["input_ids"]
 
 
 def unknown_token_fraction(token_ids: Sequence[int], unk_token_id: int) -> float:
@@ -199,26 +209,66 @@ def tokenized_features():
     })
 
 
+def _record_batch(batch: list[Document], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(column, pa.string()) for column in zip(*batch)], schema=schema)
+
+
 def write_documents(documents: Iterable[Document], path: Path, batch_documents: int = WRITE_BATCH_DOCUMENTS) -> int:
     """Write ``documents`` to an Arrow stream file at ``path`` (the format
     ``datasets.Dataset.from_file`` memory-maps), ``batch_documents`` per record batch,
     so that no more than one batch is held; returns how many were written."""
+    return sum(count for _, count in write_document_chunks(documents, path.parent, batch_documents,
+                                                            chunk_chars=None, name=path.name))
+
+
+def write_document_chunks(
+    documents: Iterable[Document],
+    folder: Path,
+    batch_documents: int = WRITE_BATCH_DOCUMENTS,
+    chunk_chars: int | None = None,
+    name: str = "documents-{index:05d}.arrow",
+) -> Iterator[tuple[Path, int]]:
+    """Write ``documents`` into Arrow stream files in ``folder`` (``name`` formatted with
+    the chunk's index), ``batch_documents`` per record batch, starting a new file as
+    soon as one holds ``chunk_chars`` characters of text (``None``: one file). Each
+    file is yielded, with its document count, as soon as it is complete, so its
+    consumer can process and delete it before the next is written: at no time does
+    more than one batch of documents sit in memory, nor more than a chunk of text on
+    disk."""
     schema = document_schema()
-    written = 0
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-        batch: list[Document] = []
+    index, batch, written, text_chars = 0, [], 0, 0
+    path = folder / name.format(index=index)
+    sink = pa.OSFile(str(path), "wb")
+    writer = pa.ipc.new_stream(sink, schema)
+    try:
         for document in documents:
             batch.append(document)
-            if len(batch) >= batch_documents:
-                writer.write_batch(pa.RecordBatch.from_arrays(
-                    [pa.array(column, pa.string()) for column in zip(*batch)], schema=schema))
+            text_chars += len(document[3])
+            chunk_full = chunk_chars is not None and text_chars >= chunk_chars
+            if len(batch) >= batch_documents or chunk_full:
+                writer.write_batch(_record_batch(batch, schema))
                 written += len(batch)
                 batch = []
+            if chunk_full:
+                writer.close()
+                sink.close()
+                yield path, written
+                index, written, text_chars = index + 1, 0, 0
+                path = folder / name.format(index=index)
+                sink = pa.OSFile(str(path), "wb")
+                writer = pa.ipc.new_stream(sink, schema)
         if batch:
-            writer.write_batch(pa.RecordBatch.from_arrays(
-                [pa.array(column, pa.string()) for column in zip(*batch)], schema=schema))
+            writer.write_batch(_record_batch(batch, schema))
             written += len(batch)
-    return written
+        writer.close()
+        sink.close()
+    finally:
+        if not sink.closed:
+            sink.close()
+    if written or index == 0:
+        yield path, written
+    else:
+        path.unlink()
 
 
 class _TokenizeAndDecide:
@@ -260,6 +310,7 @@ def tokenized_long_documents(
     num_proc: int | None = 1,
     workdir: Path | None = None,
     documents_per_worker: int = DOCUMENTS_PER_WORKER,
+    chunk_chars: int = CHUNK_CHARACTERS,
 ):
     """``documents`` (``(doc_id, source, title, text)``, read lazily) tokenised once
     with ``tokenizer`` on ``num_proc`` worker processes (``data.parallel.worker_count``,
@@ -267,9 +318,20 @@ def tokenized_long_documents(
     and filtered by the rule of :func:`keep_long_documents` (too many unknown tokens,
     then fewer than ``min_tokens``; counted with examples in document order). Returns
     a ``datasets.Dataset`` with ``TOKENIZED_COLUMNS``, in input order whatever
-    ``num_proc`` is; ``report.rows_out`` and ``tokens_kept`` are recorded. An empty
-    result is an error naming ``what``. The built-in documents and the user's own go
-    through this same step.
+    ``num_proc`` and ``chunk_chars`` are; ``report.rows_out`` and ``tokens_kept`` are
+    recorded. An empty result is an error naming ``what``. The built-in documents and
+    the user's own go through this same step.
+
+    The documents are written and tokenised a chunk at a time (``chunk_chars``
+    characters of text): each chunk is one ``datasets.Dataset.map`` over its own Arrow
+    file, which is deleted as soon as its token ids are written. ``map`` reads its
+    input memory-mapped and every page read stays resident in the reading process
+    until the file is unmapped, so one map over the whole corpus would make the
+    memory of this process (or of each worker) grow with the corpus; per chunk it is
+    bounded by the chunk, and so is the raw text on disk. Each worker process runs
+    the tokenizer single-threaded (``num_proc`` is the number of cores used); when
+    there are too few documents for more than one worker, this process tokenises
+    with the tokenizer's own threads on up to ``num_proc`` cores.
 
     Intermediate files live in ``workdir`` (default: a new :func:`working_folder`),
     removed when the returned data set is released (or on error, or at exit) when
@@ -281,31 +343,41 @@ def tokenized_long_documents(
 
     created = workdir is None
     folder = working_folder(what) if created else Path(workdir)
+    cores = worker_count(num_proc)
     try:
-        raw_path = folder / "documents.arrow"
-        count = write_documents(documents, raw_path)
+        parts, count, busiest, start = [], 0, 1, time.perf_counter()
+        chunks = write_document_chunks(documents, folder, chunk_chars=chunk_chars, name="documents-{index:05d}.arrow")
+        for index, (raw_path, chunk_count) in enumerate(chunks):
+            if not chunk_count:
+                break
+            count += chunk_count
+            # a worker for every documents_per_worker documents at most: starting one costs
+            # about a second, so a small corpus is tokenised in this process
+            workers = min(cores, math.ceil(chunk_count / documents_per_worker))
+            busiest = max(busiest, workers)
+            raw = datasets.Dataset.from_file(str(raw_path), in_memory=False)
+            with tokenizer_threads(workers == 1 and cores > 1):
+                parts.append(raw.map(
+                    _TokenizeAndDecide(tokenizer, min_tokens, max_unk_fraction),
+                    batched=True,
+                    batch_size=batch_size,
+                    num_proc=workers if workers > 1 else None,
+                    remove_columns=["text"],
+                    features=tokenized_features(),
+                    load_from_cache_file=False,
+                    cache_file_name=str(folder / f"tokenized-{index:05d}.arrow"),
+                    new_fingerprint=f"tokenized-{index}-{time.time_ns()}",
+                    desc=f"tokenising chunk {index + 1} ({workers} worker{'s' if workers > 1 else ''})",
+                ))
+            del raw  # unmapped: the chunk's text pages leave this process
+            raw_path.unlink()
         require_rows(count, f"{what} (no document to tokenise)")
-        raw = datasets.Dataset.from_file(str(raw_path), in_memory=False)
-        # a worker for every documents_per_worker documents at most: starting one costs
-        # about a second, so a small corpus is tokenised in this process
-        workers = worker_count(num_proc, math.ceil(count / documents_per_worker))
-        start = time.perf_counter()
-        decided = raw.map(
-            _TokenizeAndDecide(tokenizer, min_tokens, max_unk_fraction),
-            batched=True,
-            batch_size=batch_size,
-            num_proc=workers if workers > 1 else None,
-            remove_columns=["text"],
-            features=tokenized_features(),
-            load_from_cache_file=False,
-            new_fingerprint=f"tokenized-{time.time_ns()}",
-            desc=f"tokenising ({workers} worker{'s' if workers > 1 else ''})",
-        )
+        decided = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         elapsed = time.perf_counter() - start
         lengths = decided.data.column("n_tokens")
-        logger.info("%s: tokenised %d documents (%d tokens) in %.1f s with %d worker(s) (%.0f tokens/s)", what,
-                    count, pc.sum(lengths).as_py() or 0, elapsed, workers,
-                    (pc.sum(lengths).as_py() or 0) / elapsed if elapsed else float("inf"))
+        tokens = pc.sum(lengths).as_py() or 0
+        logger.info("%s: tokenised %d documents (%d tokens) in %.1f s with up to %d worker(s) (%.0f tokens/s)",
+                    what, count, tokens, elapsed, busiest, tokens / elapsed if elapsed else float("inf"))
         kept = _count_drops(decided, report)
         require_rows(len(kept), f"{what} (no document of at least {min_tokens} tokens)")
         result = decided.select(kept).select_columns(TOKENIZED_COLUMNS)
@@ -318,6 +390,24 @@ def tokenized_long_documents(
     if created:
         weakref.finalize(result, shutil.rmtree, str(folder), True)
     return result
+
+
+@contextmanager
+def tokenizer_threads(enabled: bool) -> Iterator[None]:
+    """Let the fast tokenizer use its own thread pool inside the block, or not
+    (``TOKENIZERS_PARALLELISM``, which it reads at every call and which worker
+    processes forked inside the block inherit); the previous setting is restored.
+    Worker processes must run it single-threaded: one thread per core is what
+    ``num_proc`` asks for, and a forked process cannot use a pool its parent started."""
+    previous = os.environ.get(TOKENIZERS_PARALLELISM)
+    os.environ[TOKENIZERS_PARALLELISM] = "true" if enabled else "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(TOKENIZERS_PARALLELISM, None)
+        else:
+            os.environ[TOKENIZERS_PARALLELISM] = previous
 
 
 def _count_drops(decided, report: StepReport):

@@ -45,7 +45,6 @@ _AT_MARKERS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
 _SPACE_BEFORE = re.compile(r" (?=[.,;:!?%)\]}]|'s\b|'re\b|'ve\b|'ll\b|'d\b|'m\b|n't\b)")
 _SPACE_AFTER = re.compile(r"(?<=[(\[{$]) ")
 _QUOTED = re.compile(r'" ([^"]*?) "')
-_WHITESPACE = re.compile(r"\s+")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -114,8 +113,10 @@ def detokenize_wikitext(text: str) -> str:
 
 
 def normalize_text(text: str) -> str:
-    """NFC unicode, one space between words, no outer whitespace."""
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    """NFC unicode, one space between words, no outer whitespace. (``str.split``
+    splits at exactly the characters ``re``'s ``\\s`` matches, and is about three
+    times faster than a substitution: this runs on every line of OpenWebText.)"""
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def sentence_splitter(batch_size: int = 256):

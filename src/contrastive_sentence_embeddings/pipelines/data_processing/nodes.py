@@ -164,7 +164,7 @@ def _raw_documents(files, unk_token: str, report: StepReport, on_bad_input: str)
             report.absorb(scratch, prefix="line ", keep=lambda reason: reason.startswith("not "))
             yield from docs.iter_wikitext_documents(articles, pid, unk_token)
         else:
-            yield from docs.iter_line_documents(raw, pid, report, on_bad_input)
+            yield from docs.iter_line_documents(raw, pid, report, on_bad_input, normalize=False)
 
 
 def _counted(documents, counts: dict, report: StepReport):

@@ -192,6 +192,8 @@ class Measured:
     returncode: int
 
 
+# the node whose throughput is compared with the tokenizer alone
+TOKENISING_NODE = "build_long_documents"
 # the tree's memory measures fitted and extrapolated (Row fields peak_tree_<measure>_gib)
 MEMORY_MEASURES = ("rss", "pss")
 
@@ -377,7 +379,10 @@ class Row:
     rows_out: int | None = None
     tokens_in: int | None = None
     tokens_source: str = ""
-    tokens_per_s: float | None = None
+    tokens_per_s: float | None = None  # tokens in / wall s of the whole kedro run
+    # tokens in / seconds of the tokenising node (TOKENISING_NODE: reading, normalising,
+    # tokenising, filtering, writing), without Kedro's start-up and the span node
+    node_tokens_per_s: float | None = None
     rows_per_s: float | None = None
     load_average_1min: float | None = None  # of the machine when the run started (shared machines)
     node_seconds: dict[str, float] = field(default_factory=dict)
@@ -419,8 +424,7 @@ def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path
             row.tokens_in, row.tokens_source = tokens_from_run(project, log_text)
             if row.tokens_in is None and ceiling_tokens is not None:
                 row.tokens_in, row.tokens_source = ceiling_tokens, "counted by the ceiling's tokenizer"
-            if row.tokens_in is not None:
-                row.tokens_per_s = round(row.tokens_in / row.wall_s)
+            add_rates(row)
         else:
             report = read_report(project, "sentence_candidates")
             row.rows_out = read_report(project, "wiki_sentences").get("rows_out")
@@ -432,6 +436,15 @@ def benchmark_size(path: str, size: int, num_procs: Sequence[int], workdir: Path
         print(f"  {path} {size}: num_proc={num_proc} {row.wall_s} s, peak RSS {row.peak_tree_rss_gib} GiB (anonymous {row.peak_tree_anon_gib}, PSS {row.peak_tree_pss_gib}), "
               f"{row.tokens_per_s or '-'} tokens/s, {row.rows_per_s} rows/s", flush=True)
     return rows
+
+
+def add_rates(row: Row) -> Row:
+    """A documents run's tokens/s over the whole run and over the tokenising node."""
+    if row.tokens_in is not None:
+        row.tokens_per_s = round(row.tokens_in / row.wall_s)
+        if row.node_seconds.get(TOKENISING_NODE):
+            row.node_tokens_per_s = round(row.tokens_in / row.node_seconds[TOKENISING_NODE])
+    return row
 
 
 def _check(measured: Measured, log: Path) -> None:
@@ -591,26 +604,34 @@ def check_targets(rows: list[Row], ceilings: list[dict], extrapolation: dict) ->
     else:
         target(name, None, "needs two document sizes")
 
-    pairs = {}
+    # judged on the tokenising node's rate where the log gave its time (the ceiling does
+    # not time a process start either), with the whole run's rate beside it
+    def rate(r: Row) -> float | None:
+        return r.node_tokens_per_s or r.tokens_per_s
+
+    pairs, whole = {}, {}
     for r in docs:
-        if r.tokens_per_s:
-            pairs.setdefault(r.size, {})[r.num_proc] = r.tokens_per_s
+        if rate(r):
+            pairs.setdefault(r.size, {})[r.num_proc] = rate(r)
+            whole.setdefault(r.size, {})[r.num_proc] = r.tokens_per_s
     both = [size for size, by in pairs.items() if 1 in by and 2 in by]
-    name = "tokens/s with 2 workers >= 1.7x one worker"
+    name = "tokens/s with 2 workers >= 1.7x one worker (tokenising node)"
     if both:
         size = max(both)
         ratio = pairs[size][2] / pairs[size][1]
-        target(name, ratio >= 1.7, f"{ratio:.2f}x at {size} documents")
+        target(name, ratio >= 1.7, f"{ratio:.2f}x at {size} documents ({pairs[size][2]:,} vs {pairs[size][1]:,}; "
+                                   f"whole run {whole[size][2] / whole[size][1]:.2f}x)")
     else:
         target(name, None, "needs num_proc 1 and 2 at one size")
 
-    name = "tokens/s with 2 workers >= 80% of the fast tokenizer alone on 2 cores"
+    name = "tokens/s with 2 workers >= 80% of the fast tokenizer alone on 2 cores (tokenising node)"
     two_core = [c["tokens_per_s"] for c in ceilings if c["processes"] == 2 or (c["processes"] == 1 and c["threaded"])]
-    two_workers = [r for r in docs if r.num_proc == 2 and r.tokens_per_s]
+    two_workers = [r for r in docs if r.num_proc == 2 and rate(r)]
     if two_core and two_workers:
         best = max(two_workers, key=lambda r: r.size)
-        share = best.tokens_per_s / max(two_core)
-        target(name, share >= 0.8, f"{share:.0%} ({best.tokens_per_s} vs {max(two_core)} tokens/s) at {best.size} documents")
+        share = rate(best) / max(two_core)
+        target(name, share >= 0.8, f"{share:.0%} ({rate(best):,} vs {max(two_core):,} tokens/s) at {best.size} "
+                                   f"documents (whole run {best.tokens_per_s / max(two_core):.0%})")
     else:
         target(name, None, "needs num_proc 2 and the ceiling (not --skip-ceiling)")
 
@@ -656,12 +677,12 @@ def machine_info() -> dict:
 
 def markdown(rows: list[Row], ceilings: list[dict], extrapolation: dict, targets: list[dict]) -> str:
     lines = ["| path | size | stage | num_proc | wall s | nodes s | peak RSS tree GiB | peak PSS tree GiB "
-             "| max process GiB | CPU s | rows in | rows out | tokens in | tokens/s | rows/s | load |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| max process GiB | CPU s | rows in | rows out | tokens in | tokens/s | node tokens/s | rows/s | load |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r.path} | {r.size:,} | {r.stage} | {r.num_proc if r.num_proc is not None else '-'} "
                      f"| {r.wall_s} | {round(sum(r.node_seconds.values()), 1) if r.node_seconds else '-'} | {r.peak_tree_rss_gib} | {_n(r.peak_tree_pss_gib)} | {r.max_process_rss_gib} | {r.cpu_s} "
-                     f"| {_n(r.rows_in)} | {_n(r.rows_out)} | {_n(r.tokens_in)} | {_n(r.tokens_per_s)} "
+                     f"| {_n(r.rows_in)} | {_n(r.rows_out)} | {_n(r.tokens_in)} | {_n(r.tokens_per_s)} | {_n(r.node_tokens_per_s)} "
                      f"| {_n(r.rows_per_s)} | {r.load_average_1min} |")
     if ceilings:
         lines += ["", "| fast tokenizer alone | tokens | seconds | tokens/s |", "|---|---:|---:|---:|"]
@@ -723,7 +744,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--source-mirror", type=Path, default=SOURCE_MIRROR,
                         help="the offline mirror whose Wikipedia text is recombined")
     parser.add_argument("--results", type=Path, help="write the JSON here instead of benchmarks/results")
+    parser.add_argument("--reanalyse", type=Path, metavar="JSON",
+                        help="run nothing: recompute the rates, extrapolation and targets of a saved results "
+                             "JSON (e.g. after this script's analysis changed) and write them to --results "
+                             "(default: the same file)")
     args = parser.parse_args(argv)
+    if args.reanalyse:
+        reanalyse(args.reanalyse, args.results or args.reanalyse)
+        return
     if args.quick:
         args.sizes, args.sentences = [200, 400], [5000, 10000]
     global RESULTS_JSON, RESULTS_CSV
@@ -784,6 +812,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\nwritten: {RESULTS_JSON.relative_to(REPO) if RESULTS_JSON.is_relative_to(REPO) else RESULTS_JSON}")
 
 
+def reanalyse(saved: Path, target: Path) -> None:
+    """Recompute a saved run's derived numbers with this script's analysis."""
+    global RESULTS_JSON, RESULTS_CSV
+    report = json.loads(saved.read_text())
+    known = set(Row.__dataclass_fields__)
+    rows = [add_rates(Row(**{k: v for k, v in run.items() if k in known})) if run["path"] == "documents"
+            and run["stage"] == "data_processing" else Row(**{k: v for k, v in run.items() if k in known})
+            for run in report["runs"]]
+    cores = report.get("cores_extrapolated", 16)
+    report["runs"] = [asdict(r) for r in rows]
+    report["extrapolation"] = extrapolate(rows, report["ceiling"], cores)
+    report["targets"] = check_targets(rows, report["ceiling"], report["extrapolation"])
+    report["reanalysed"] = {"from": str(saved), "by_commit": git_commit()}
+    RESULTS_JSON, RESULTS_CSV = target, target.with_suffix(".csv")
+    write_results(report, rows)
+    print(markdown(rows, report["ceiling"], report["extrapolation"], report["targets"]))
+
+
 def save_report(args: argparse.Namespace, argv: Sequence[str] | None, info: dict, rows: list[Row],
                 ceilings: list[dict], complete: bool) -> dict:
     """Write the results so far (after every size, so an interrupted run leaves them)."""
@@ -795,6 +841,7 @@ def save_report(args: argparse.Namespace, argv: Sequence[str] | None, info: dict
         "complete": complete,
         "machine": {**info, "load_average_at_end": os.getloadavg()}, "encoder": OFFLINE_ENCODER,
         "seed": args.seed, "document_words": DOCUMENT_WORDS, "rss_poll_seconds": POLL_SECONDS,
+        "cores_extrapolated": args.cores,
         "runs": [asdict(r) for r in rows], "ceiling": ceilings,
         "extrapolation": extrapolation, "targets": check_targets(rows, ceilings, extrapolation),
     }

@@ -54,27 +54,41 @@ def _resident_file_pages() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
-def test_a_large_memory_mapped_data_set_is_written_without_mapping_its_pages_here(tmp_path):
+def test_a_memory_mapped_data_set_is_saved_holding_one_shards_pages_at_a_time(tmp_path):
     import datasets
     import numpy as np
 
     rows = 3_000
     ids = np.random.default_rng(0).integers(0, 30_000, size=(rows, 8_000), dtype=np.int32)  # 96 MB
     datasets.Dataset.from_dict({"doc": np.arange(rows), "input_ids": list(ids)}).save_to_disk(str(tmp_path / "src"))
+    kept = [i for i in range(rows) if i % 3]  # an indices mapping, as a node's select/filter leaves
 
-    def save(target: str, child_process_bytes: int) -> int:
-        mapped = datasets.load_from_disk(str(tmp_path / "src"))  # memory-mapped, nothing read yet
+    def grown_while(save) -> int:
+        mapped = datasets.load_from_disk(str(tmp_path / "src")).select(kept)  # nothing read yet
         before = _resident_file_pages()
-        ArrowDataset(str(tmp_path / target), child_process_bytes=child_process_bytes).save(mapped)
+        save(mapped)
         grown = _resident_file_pages() - before
         del mapped
         return grown
 
-    in_this_process = save("here", child_process_bytes=2**40)
-    in_a_child = save("child", child_process_bytes=0)
-    assert in_this_process > 60 * 2**20  # the rows were read through the map, here
-    assert in_a_child < 16 * 2**20
-    here, child = ArrowDataset(str(tmp_path / "here")).load(), ArrowDataset(str(tmp_path / "child")).load()
-    assert here["doc"] == child["doc"] == list(range(rows))
-    assert here.data.equals(child.data)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["child", "here", "src"]
+    whole = grown_while(lambda data: data.save_to_disk(str(tmp_path / "whole")))
+    sharded = grown_while(ArrowDataset(str(tmp_path / "sharded"), max_shard_size="8MB").save)
+    assert whole > 50 * 2**20  # datasets' own save: every row read through the one map stays resident
+    assert sharded < 24 * 2**20  # about one 8 MB shard at a time
+    saved = ArrowDataset(str(tmp_path / "sharded")).load()
+    assert len(list((tmp_path / "sharded").glob("data-*.arrow"))) > 5
+    assert saved["doc"] == kept
+    assert saved.data.table.equals(datasets.load_from_disk(str(tmp_path / "whole")).flatten_indices().data.table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sharded", "src", "whole"]
+    assert not list((tmp_path / "sharded").glob(".*"))  # no scratch shard folder left
+
+
+def test_a_data_set_mapped_from_a_file_already_unlinked_is_still_saved(tmp_path):
+    import datasets
+
+    datasets.Dataset.from_dict({"doc": list(range(100))}).save_to_disk(str(tmp_path / "src"))
+    mapped = datasets.load_from_disk(str(tmp_path / "src"))
+    for shard in (tmp_path / "src").glob("*.arrow"):
+        shard.unlink()  # the producer's scratch file goes; the open map still reads it
+    ArrowDataset(str(tmp_path / "out")).save(mapped.select(range(0, 100, 2)))
+    assert ArrowDataset(str(tmp_path / "out")).load()["doc"] == list(range(0, 100, 2))

@@ -181,28 +181,28 @@ class ArrowDataset(AbstractDataset):
     ``.<name>.old-*`` copy) intact, never a half-written one. An existing target that
     is not such a folder (no ``state.json``) is refused, never deleted.
 
-    A data set memory-mapped from files (a node's ``map``/``filter`` result) of more
-    than ``child_process_bytes`` is written by a child process when ``num_proc`` is
-    one: ``save_to_disk`` reads every row through the memory map, and the pages it
-    reads stay in the reading process's resident memory for as long as the data set
-    is mapped, so writing 10 GB of token ids in the Kedro process would make its
-    memory grow with the data. The child's pages go when it exits. (With ``num_proc``
-    above one, ``save_to_disk``'s own worker processes do the reading.)
+    A data set memory-mapped from files (a node's ``map``/``filter`` result) is written
+    a shard at a time, each shard read through a memory map of its own that is closed
+    once the shard is written: a page read through a memory map stays in the reading
+    process's resident memory until the map is closed, so one ``save_to_disk`` of 10 GB
+    of token ids would make the Kedro process's memory grow with the data; this way it
+    holds at most one shard's pages (``max_shard_size``). The folder is the one
+    ``save_to_disk`` writes (each shard is written by ``save_to_disk``; the shards are
+    then listed in one ``state.json``).
 
     Args:
         path: the folder (e.g. ``data/03_primary/long_documents``).
-        max_shard_size: the largest shard, as ``save_to_disk`` takes it (``"500MB"``).
-        num_proc: processes writing shards (``None``: one).
-        child_process_bytes: the size above which a memory-mapped data set is written
-            by a child process (when ``num_proc`` is one).
+        max_shard_size: the largest shard, as ``save_to_disk`` takes it. 64 MB, not
+            ``datasets``' 500 MB: a save holds one shard's pages at a time, and readers
+            map the shards, so their number costs nothing.
+        num_proc: processes writing shards (``None``: this one, shard by shard).
     """
 
-    def __init__(self, path: str, max_shard_size: str | int = "500MB", num_proc: int | None = None,
-                 child_process_bytes: int = 64 * 2**20, metadata: dict | None = None):
+    def __init__(self, path: str, max_shard_size: str | int = "64MB", num_proc: int | None = None,
+                 metadata: dict | None = None):
         self._path = Path(path)
         self._max_shard_size = max_shard_size
         self._num_proc = num_proc
-        self._child_process_bytes = child_process_bytes
         self.metadata = metadata
 
     def load(self):
@@ -231,10 +231,13 @@ class ArrowDataset(AbstractDataset):
         temporary = self._path.with_name(f".{self._path.name}.writing-{token}")
         previous = self._path.with_name(f".{self._path.name}.old-{token}")
         try:
-            if (self._num_proc or 1) == 1 and data.cache_files and _nbytes(data) > self._child_process_bytes:
-                _in_child_process(_save_to_disk, data, str(temporary), self._max_shard_size)
+            # shard by shard needs the files to map each shard anew; a file its producer has
+            # already unlinked (still readable through the map that holds it) cannot be
+            if self._num_proc is None and data.cache_files and len(data) and all(
+                    Path(f["filename"]).is_file() for f in data.cache_files):
+                _save_shard_by_shard(data, temporary, self._max_shard_size)
             else:
-                _save_to_disk(data, str(temporary), self._max_shard_size, self._num_proc)
+                data.save_to_disk(str(temporary), max_shard_size=self._max_shard_size, num_proc=self._num_proc)
             crash_point("dataset_save:before_replace")
             if self._path.exists():
                 os.replace(self._path, previous)
@@ -250,36 +253,39 @@ class ArrowDataset(AbstractDataset):
         return all((self._path / marker).is_file() for marker in _ARROW_FOLDER_MARKERS)
 
     def _describe(self) -> dict[str, Any]:
-        return {"path": str(self._path), "max_shard_size": self._max_shard_size, "num_proc": self._num_proc,
-                "child_process_bytes": self._child_process_bytes}
+        return {"path": str(self._path), "max_shard_size": self._max_shard_size, "num_proc": self._num_proc}
 
 
-def _save_to_disk(data, path: str, max_shard_size, num_proc: int | None = None) -> None:
-    data.save_to_disk(path, max_shard_size=max_shard_size, num_proc=num_proc)
+def _save_shard_by_shard(data, folder: Path, max_shard_size) -> None:
+    """``data.save_to_disk(folder)``, but each shard (at most ``max_shard_size``) read
+    through a memory map opened for it alone and closed before the next: a shard is
+    a contiguous slice, pickled and unpickled (which maps its files anew, as
+    ``datasets`` does to hand a data set to a worker process), saved by
+    ``save_to_disk`` into a scratch folder, then its file is moved into ``folder``
+    under the name ``save_to_disk`` gives shard i of n, and ``state.json`` lists them all."""
+    import json
+    import pickle
 
+    from datasets import config
+    from datasets.utils.py_utils import convert_file_size_to_int
 
-def _nbytes(data) -> int:
-    """The bytes of ``data``'s rows (``datasets``' own estimate, which follows an
-    indices mapping)."""
-    try:
-        return int(data._estimate_nbytes())
-    except Exception:  # an estimate only decides where the save runs
-        return int(data.data.nbytes)
-
-
-def _in_child_process(function, *args) -> None:
-    """Run ``function(*args)`` in a new process and wait for it; its exception is
-    raised here. A ``datasets.Dataset`` memory-mapped from files travels as its file
-    names. The process is forked on Linux, as ``datasets``' own ``num_proc`` workers
-    are (a spawned one would re-run a user's script that has no ``__main__`` guard),
-    and spawned elsewhere."""
-    import multiprocessing
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as pool:
-        pool.submit(function, *args).result()
+    shards = max(1, min(len(data), int(data._estimate_nbytes() / convert_file_size_to_int(max_shard_size)) + 1))
+    folder.mkdir()
+    state = None
+    for index in range(shards):
+        shard = pickle.loads(pickle.dumps(data.shard(num_shards=shards, index=index, contiguous=True)))
+        scratch = folder / f".shard-{index:05d}"
+        shard.save_to_disk(str(scratch), num_shards=1)
+        del shard  # its memory map closes: the pages read for it leave this process
+        name = f"data-{index:05d}-of-{shards:05d}.arrow"
+        os.replace(scratch / "data-00000-of-00001.arrow", folder / name)
+        if state is None:
+            state = json.loads((scratch / config.DATASET_STATE_JSON_FILENAME).read_text(encoding="utf-8"))
+            os.replace(scratch / config.DATASET_INFO_FILENAME, folder / config.DATASET_INFO_FILENAME)
+        shutil.rmtree(scratch)
+    state["_data_files"] = [{"filename": f"data-{index:05d}-of-{shards:05d}.arrow"} for index in range(shards)]
+    (folder / config.DATASET_STATE_JSON_FILENAME).write_text(json.dumps(state, indent=2, sort_keys=True),
+                                                             encoding="utf-8")
 
 
 from kedro_datasets.partitions import PartitionedDataset  # noqa: E402

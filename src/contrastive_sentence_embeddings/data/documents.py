@@ -364,14 +364,14 @@ def tokenized_long_documents(
     folder = working_folder(what) if created else Path(workdir)
     cores = worker_count(num_proc)
     try:
-        parts, count, busiest, start = [], 0, 1, time.perf_counter()
+        parts, count, tokens_so_far, busiest, start = [], 0, 0, 1, time.perf_counter()
         chunks = write_document_chunks(documents, folder, chunk_chars=chunk_chars, name="documents-{index:05d}.arrow")
         for index, (raw_path, chunk_count) in enumerate(chunks):
             if not chunk_count:
                 break
             count += chunk_count
-            # a worker for every documents_per_worker documents at most: starting one costs
-            # about a second, so a small corpus is tokenised in this process
+            # a worker for every documents_per_worker documents at most: starting the workers
+            # costs a few tenths of a second, so a small corpus is tokenised in this process
             workers = min(cores, math.ceil(chunk_count / documents_per_worker))
             busiest = max(busiest, workers)
             raw = datasets.Dataset.from_file(str(raw_path), in_memory=False)
@@ -390,6 +390,11 @@ def tokenized_long_documents(
                 ))
             del raw  # unmapped: the chunk's text pages leave this process
             raw_path.unlink()
+            tokens_so_far += pc.sum(parts[-1].data.column("n_tokens")).as_py() or 0
+            seconds = time.perf_counter() - start
+            logger.info("%s: chunk %d (%d documents, %d worker(s)); %d documents, %d tokens so far, %.0f tokens/s",
+                        what, index + 1, chunk_count, workers, count, tokens_so_far,
+                        tokens_so_far / seconds if seconds else float("inf"))
         require_rows(count, f"{what} (no document to tokenise)")
         decided = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         elapsed = time.perf_counter() - start

@@ -18,10 +18,8 @@ import logging
 import math
 import os
 import pickle
-import shutil
-import tempfile
+import re
 import time
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -311,12 +309,6 @@ def _tokenize_and_decide(tokenizer_bytes: bytes, min_tokens: int, max_unk_fracti
     return _TokenizeAndDecide(pickle.loads(tokenizer_bytes), min_tokens, max_unk_fraction)
 
 
-def working_folder(what: str) -> Path:
-    """A new folder of this run for ``what``'s intermediate Arrow files, in the system's
-    temporary area (``$TMPDIR``); only this folder is ever removed."""
-    return Path(tempfile.mkdtemp(prefix=f"cse-{what.replace('/', '_').replace(' ', '_')}-"))
-
-
 def tokenized_long_documents(
     documents: Iterable[Document],
     tokenizer,
@@ -326,7 +318,6 @@ def tokenized_long_documents(
     max_unk_fraction: float | None = None,
     what: str = "long_documents",
     num_proc: int | None = 1,
-    workdir: Path | None = None,
     documents_per_worker: int = DOCUMENTS_PER_WORKER,
     chunk_chars: int = CHUNK_CHARACTERS,
 ):
@@ -352,19 +343,18 @@ def tokenized_long_documents(
     there are too few documents for more than one worker, this process tokenises
     with the tokenizer's own threads on up to ``num_proc`` cores.
 
-    Intermediate files live in ``workdir`` (default: a new :func:`working_folder`),
-    removed when the returned data set is released (or on error, or at exit) when
-    this function created it."""
+    Intermediate files live in a new folder of this run in the system's temporary area
+    (``$TMPDIR``; :func:`.arrow_rows.scratch_folder`), removed on error or once the
+    returned data set is released."""
     import datasets
     import pyarrow.compute as pc
 
+    from contrastive_sentence_embeddings.data.arrow_rows import release_with, scratch_folder
     from contrastive_sentence_embeddings.data.parallel import worker_count
 
-    created = workdir is None
-    folder = working_folder(what) if created else Path(workdir)
     cores = worker_count(num_proc)
-    try:
-        parts, count, tokens_so_far, busiest, start = [], 0, 0, 1, time.perf_counter()
+    with scratch_folder(re.sub(r"[^\w.-]+", "_", what)) as folder:
+        parts, count, tokens, busiest, start = [], 0, 0, 1, time.perf_counter()
         chunks = write_document_chunks(documents, folder, chunk_chars=chunk_chars, name="documents-{index:05d}.arrow")
         for index, (raw_path, chunk_count) in enumerate(chunks):
             if not chunk_count:
@@ -390,30 +380,22 @@ def tokenized_long_documents(
                 ))
             del raw  # unmapped: the chunk's text pages leave this process
             raw_path.unlink()
-            tokens_so_far += pc.sum(parts[-1].data.column("n_tokens")).as_py() or 0
+            tokens += pc.sum(parts[-1].data.column("n_tokens")).as_py() or 0
             seconds = time.perf_counter() - start
             logger.info("%s: chunk %d (%d documents, %d worker(s)); %d documents, %d tokens so far, %.0f tokens/s",
-                        what, index + 1, chunk_count, workers, count, tokens_so_far,
-                        tokens_so_far / seconds if seconds else float("inf"))
+                        what, index + 1, chunk_count, workers, count, tokens,
+                        tokens / seconds if seconds else float("inf"))
         require_rows(count, f"{what} (no document to tokenise)")
         decided = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         elapsed = time.perf_counter() - start
-        lengths = decided.data.column("n_tokens")
-        tokens = pc.sum(lengths).as_py() or 0
         logger.info("%s: tokenised %d documents (%d tokens) in %.1f s with up to %d worker(s) (%.0f tokens/s)",
                     what, count, tokens, elapsed, busiest, tokens / elapsed if elapsed else float("inf"))
         kept = _count_drops(decided, report)
         require_rows(len(kept), f"{what} (no document of at least {min_tokens} tokens)")
         result = decided.select(kept).select_columns(TOKENIZED_COLUMNS)
         report.rows_out = len(kept)
-        report.extra["tokens_kept"] = int(pc.sum(pc.take(lengths, pa.array(kept))).as_py() or 0)
-    except BaseException:
-        if created:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
-    if created:
-        weakref.finalize(result, shutil.rmtree, str(folder), True)
-    return result
+        report.extra["tokens_kept"] = int(pc.sum(pc.take(decided.data.column("n_tokens"), pa.array(kept))).as_py() or 0)
+        return release_with(result, folder)
 
 
 @contextmanager

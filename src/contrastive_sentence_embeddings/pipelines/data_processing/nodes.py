@@ -14,7 +14,6 @@ from dataclasses import asdict
 from typing import Any
 
 import datasets
-import pandas as pd
 import pyarrow as pa
 
 from contrastive_sentence_embeddings.config import (
@@ -49,15 +48,6 @@ def _text_files(partitions: Partitions, what: str) -> dict[str, RawFile]:
     if others:
         logger.info("%s: not text input, left alone: %s", what, ", ".join(others))
     return chosen
-
-
-def _concat_inputs(frames: list[pd.DataFrame], what: str) -> pd.DataFrame:
-    if not frames:
-        raise FileNotFoundError(
-            f"no .txt input files for {what} in data/01_raw: run `kedro run --pipeline=raw_data` "
-            "or check the raw_data mirror"
-        )
-    return pd.concat(frames, ignore_index=True)
 
 
 def _check_choices(chosen: list[str], allowed: tuple[str, ...], parameter: str) -> None:
@@ -139,7 +129,7 @@ def build_long_documents(
     if "openwebtext" in params["inputs"]:
         files += [("openwebtext", pid, raw) for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items()]
     if not files:
-        _concat_inputs([], f"long_documents.inputs {params['inputs']}")
+        raise _no_text_input(f"long_documents.inputs {params['inputs']}")
     read = {"documents": 0, "dropped": 0}
     kept = docs.tokenized_long_documents(
         _counted(_raw_documents(files, tokenizer.unk_token, report, on_bad_input), read, report),

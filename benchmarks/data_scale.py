@@ -198,28 +198,27 @@ TOKENISING_NODE = "build_long_documents"
 MEMORY_MEASURES = ("rss", "pss")
 
 
-def anonymous_rss(pid: int) -> int:
-    """``RssAnon`` of a process in bytes (Linux; 0 where /proc does not say)."""
+def proc_bytes(pid: int, file: str, field: str) -> int:
+    """A ``<field>: <n> kB`` line of ``/proc/<pid>/<file>`` in bytes (Linux; 0 where the
+    file or the line is missing)."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
+        with open(f"/proc/{pid}/{file}", encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def anonymous_rss(pid: int) -> int:
+    """``RssAnon`` of a process in bytes."""
+    return proc_bytes(pid, "status", "RssAnon")
 
 
 def proportional_set_size(pid: int) -> int:
-    """``Pss`` of a process in bytes (``/proc/<pid>/smaps_rollup``; 0 where missing)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    """``Pss`` of a process in bytes (``smaps_rollup``)."""
+    return proc_bytes(pid, "smaps_rollup", "Pss")
 
 
 def run_measured(command: Sequence[str], cwd: Path, env: dict[str, str], log_path: Path) -> Measured:
@@ -817,9 +816,10 @@ def reanalyse(saved: Path, target: Path) -> None:
     global RESULTS_JSON, RESULTS_CSV
     report = json.loads(saved.read_text())
     known = set(Row.__dataclass_fields__)
-    rows = [add_rates(Row(**{k: v for k, v in run.items() if k in known})) if run["path"] == "documents"
-            and run["stage"] == "data_processing" else Row(**{k: v for k, v in run.items() if k in known})
-            for run in report["runs"]]
+    rows = [Row(**{k: v for k, v in run.items() if k in known}) for run in report["runs"]]
+    for row in rows:
+        if row.path == "documents" and row.stage == "data_processing":
+            add_rates(row)
     cores = report.get("cores_extrapolated", 16)
     report["runs"] = [asdict(r) for r in rows]
     report["extrapolation"] = extrapolate(rows, report["ceiling"], cores)

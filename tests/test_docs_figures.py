@@ -1,0 +1,91 @@
+"""The docs quote their figures from one results page.
+
+README.md and the pages under docs/ may quote a score or a measured time only if
+docs/results.md (the results page) states it too, so that two pages can never disagree
+on one fact and every figure has one place that says which run produced it.
+docs/data_scale.md is the data-preparation benchmark's own page of results.
+
+The results page's main table is checked against the committed metrics files it was
+made from: each seed's record, their mean and sample standard deviation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results.md"
+RESULT_PAGES = {RESULTS, ROOT / "docs" / "data_scale.md"}
+
+# A score as the docs print them (Spearman x 100 with two decimals: 79.23) and a
+# measured duration (4 min 32 s). Parameter values (0.05, 3e-5) and versions
+# (2.13.0) do not match.
+SCORE = re.compile(r"(?<![\d.])\d{2}\.\d{2}(?![\d.])")
+DURATION = re.compile(r"\b\d+ min \d+ s\b")
+
+
+def quoting_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p not in RESULT_PAGES)]
+
+
+def figures(text: str) -> set[str]:
+    return set(SCORE.findall(text)) | set(DURATION.findall(text))
+
+
+def test_the_patterns_find_scores_and_durations_only():
+    text = "STS avg 79.23 in 4 min 32 s; lr 3e-5, temperature 0.05, torch 2.13.0, Python 3.10+, 15 minutes"
+    assert figures(text) == {"79.23", "4 min 32 s"}
+
+
+@pytest.mark.parametrize("page", quoting_pages(), ids=lambda p: p.name)
+def test_every_figure_a_page_quotes_is_on_the_results_page(page: Path):
+    results = RESULTS.read_text(encoding="utf-8")
+    on_results_page = figures(results)
+    missing = sorted(figures(page.read_text(encoding="utf-8")) - on_results_page)
+    assert not missing, (f"{page.relative_to(ROOT)} quotes {', '.join(missing)}, which docs/results.md does not "
+                         "state: quote figures from the results page (and put new ones there first)")
+
+
+TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg"]
+
+
+def main_table() -> dict[tuple[str, str], list[str]]:
+    """The results page's first table: (model, pooling) -> the STS cells, STS12 .. STS avg."""
+    lines = RESULTS.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| model | pooling | n seeds |"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip().strip("*") for cell in line.strip("|").split("|")]
+        rows[(cells[0], cells[1])] = cells[3:3 + len(TASKS)]
+    return rows
+
+
+def record(name: str) -> dict:
+    return json.loads((ROOT / "data" / "08_reporting" / "metrics" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def cell(value: float, spread: float | None = None) -> str:
+    return f"{value:.2f}" if spread is None else f"{value:.2f} +- {spread:.2f}"
+
+
+@pytest.mark.parametrize(("row", "runs"), [
+    (("baseline", "mean"), ["baseline-mean"]),
+    (("baseline", "cls_before_pooler"), ["baseline-cls_before_pooler"]),
+    (("DeCLUTR", "mean"), ["declutr.seed42", "declutr.seed43", "declutr.seed44"]),
+    (("SimCSE", "cls_before_pooler"), ["simcse.seed42", "simcse.seed43", "simcse.seed44"]),
+])
+def test_the_main_table_equals_the_committed_metrics(row, runs):
+    shown = main_table()[row]
+    records = [record(run) for run in runs]
+    for task, text in zip(TASKS, shown):
+        values = [r[task] for r in records]
+        expected = (cell(values[0]) if len(values) == 1
+                    else cell(statistics.mean(values), statistics.stdev(values)))
+        assert text.split(" [")[0] == expected, f"{row} {task}: the page says {text}, the metrics give {expected}"

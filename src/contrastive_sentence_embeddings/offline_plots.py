@@ -37,7 +37,7 @@ SCRIPTS_PLACEHOLDER = "{scripts}"
 
 
 class OfflinePlotsError(RuntimeError):
-    """The offline page cannot be built; the message says why and what DVC does instead."""
+    """The offline page cannot be built; the message says why."""
 
 
 def dvc_vega_packages(scripts_html: str) -> list[str]:
@@ -79,7 +79,8 @@ def read_browser_build(tarball: Path) -> str:
         except KeyError:
             handle = None
         if handle is None:
-            raise OfflinePlotsError(f"{tarball.name}: {member} (its package.json's browser build) is not in the package")
+            raise OfflinePlotsError(f"{tarball.name}: {member} (its package.json's browser build) "
+                                    "is not in the package")
         return handle.read().decode("utf-8")
 
 

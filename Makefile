@@ -28,7 +28,20 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
-install: $(BIN)/.installed
+# `dvc plots show` without a network: vega, vega-lite and vega-embed (the versions DVC's
+# own page loads from a CDN) from the npm registry, inlined into a page template that
+# .dvc/config.local names (offline_plots.py). Without npm, DVC's own page stays, and
+# renders only online; install goes on either way.
+PLOTS_PAGE := build/dvc_plots_page.html
+
+$(PLOTS_PAGE): $(BIN)/.installed src/contrastive_sentence_embeddings/offline_plots.py
+	@if $(BIN)/python -m contrastive_sentence_embeddings.offline_plots $@; then \
+	  $(BIN)/dvc config --local plots.html_template ../$@; \
+	else \
+	  $(BIN)/dvc config --local --unset plots.html_template 2>/dev/null || true; \
+	fi
+
+install: $(BIN)/.installed $(PLOTS_PAGE)
 
 run: install
 	$(BIN)/kedro run --pipelines=$(MAIN_PIPELINES)
@@ -40,4 +53,5 @@ viz: install
 	$(BIN)/kedro viz build
 
 clean:
+	@test ! -x $(BIN)/dvc || $(BIN)/dvc config --local --unset plots.html_template 2>/dev/null || true
 	rm -rf $(VENV) build .pytest_cache

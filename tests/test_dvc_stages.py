@@ -5,6 +5,7 @@ renamed data set or a new input cannot leave a stage with stale dependencies."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePosixPath
 
@@ -37,9 +38,13 @@ def path_of(catalog, name: str) -> str | None:
     for attribute in ("_filepath", "_path"):
         value = getattr(dataset, attribute, None)
         if value is not None:
-            text = str(value)
-            return text[len(str(PROJECT_ROOT)) + 1:] if text.startswith(str(PROJECT_ROOT)) else text
+            return relative(value)
     return None
+
+
+def relative(path) -> str:
+    text = str(path)
+    return text[len(str(PROJECT_ROOT)) + 1:] if text.startswith(str(PROJECT_ROOT)) else text
 
 
 def expand(entries, item: str | None = None) -> list[str]:
@@ -84,7 +89,9 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
             assert path is not None and covered(path, deps), (method, name, path, deps)
         assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model")]
         assert expand(train["metrics"], method) == [path_of(catalog, f"{method}.metrics")]
-        assert expand(train["plots"], method) == [path_of(catalog, f"{method}.training_curve")]
+        curve = catalog.get(f"{method}.training_curve")
+        assert expand(train["plots"], method) == [path_of(catalog, f"{method}.training_curve"),
+                                                  relative(curve._dev_filepath)]
         assert f"conf/base/parameters_{method}.yml" in str(train["params"]).replace("${item}", method)
         assert (PROJECT_ROOT / f"conf/base/parameters_{method}.yml").is_file()
 
@@ -127,6 +134,24 @@ def test_baseline_stages_list_the_files_their_parameters_produce(project):
     for stage in ("baseline", "baseline_transfer"):
         node = stages["stages"][stage]["cmd"].split("--nodes=")[1]
         assert node in node_names
+
+
+def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project):
+    """No top-level plot list naming every method's file (`dvc plots show` warned about
+    each method not run, and drew all on one x axis): each train stage declares its own
+    method's curves, with the template that draws one line per seed, and the leaderboard
+    its figure."""
+    _, _, _, catalog, stages = project
+    assert "plots" not in stages
+    train = stages["stages"]["train"]["do"]
+    for entry in train["plots"]:
+        (path, props), = entry.items()
+        assert props["cache"] is False and props["template"] == "curve" and props["x"] == "step"
+        assert "${item}" in path and "${item}" in props["title"]
+    assert [next(iter(entry.values()))["y"] for entry in train["plots"]] == ["loss", "dev/dev_avg"]
+    template = json.loads((PROJECT_ROOT / ".dvc/plots/curve.json").read_text())
+    assert template["data"] == {"values": "<DVC_METRIC_DATA>"}
+    assert expand(stages["stages"]["leaderboard"]["plots"]) == [path_of(catalog, "alignment_uniformity_plot")]
 
 
 def test_bytecode_does_not_count_as_a_code_change():

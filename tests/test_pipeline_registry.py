@@ -233,7 +233,9 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
         assert summary["sts_avg"] == pytest.approx((runs[1]["sts_avg"] + runs[2]["sts_avg"]) / 2)
         assert summary["sts_avg_std"] == pytest.approx(abs(runs[1]["sts_avg"] - runs[2]["sts_avg"]) / 2 ** 0.5)
         curve = pd.read_csv(tmp_path / "data/08_reporting/training_curves/simcse_t01.csv")
-        assert set(curve["seed"]) == {1, 2}
+        dev = pd.read_csv(tmp_path / "data/08_reporting/dev_curves/simcse_t01.csv")
+        assert set(curve["seed"]) == set(dev["seed"]) == {1, 2}  # every seed's rows, each kind in its own file
+        assert not dev.isna().any().any() and curve["loss"].notna().all()
         checkpoints = tmp_path / "data/07_model_output/checkpoints/simcse_t01"
         assert not checkpoints.exists() or not any(p for p in checkpoints.rglob("*") if p.is_file())
         assert "simcse_t01" in set(pd.read_csv(tmp_path / "data/08_reporting/leaderboard.csv")["model"])

@@ -22,6 +22,9 @@
   (``<method>.model_card``), written atomically, and only into a saved model.
 * ``EmbeddingCacheDataset``: a content-addressed embedding cache filled in place.
 * ``PairPredictionsDataset``: a model's per-pair STS predictions, for bootstrap tests.
+* ``TrainingCurveDataset``: a training curve (``<method>.training_curve``) as two CSV
+  files, the training log and the dev curve (``training/curves.py``), each written
+  atomically; loading joins them back into the trainer's table.
 """
 
 from __future__ import annotations
@@ -411,3 +414,59 @@ class PairPredictionsDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+class TrainingCurveDataset(AbstractDataset):
+    """A training curve, saved split (:func:`~contrastive_sentence_embeddings.training.curves.split_curve`)
+    into the training log (``filepath``: loss terms, learning rate, examples/s, memory)
+    and the dev curve (``dev_filepath``: the dev scores, only at the steps that scored
+    them), so that no plotted column has empty cells that a plot reads as 0. Each file
+    is written atomically; loading joins them into the trainer's one table.
+
+    Args:
+        filepath: the training log's CSV file.
+        dev_filepath: the dev curve's CSV file.
+    """
+
+    def __init__(self, filepath: str, dev_filepath: str, metadata: dict | None = None):
+        self._filepath = Path(filepath)
+        self._dev_filepath = Path(dev_filepath)
+        self.metadata = metadata
+
+    def save(self, data: pd.DataFrame) -> None:
+        from contrastive_sentence_embeddings.training.curves import split_curve
+
+        training_log, dev_curve = split_curve(data)
+        _write_csv_atomically(dev_curve, self._dev_filepath)
+        _write_csv_atomically(training_log, self._filepath)
+
+    def load(self) -> pd.DataFrame:
+        from contrastive_sentence_embeddings.training.curves import join_curve
+
+        missing = [str(path) for path in (self._filepath, self._dev_filepath) if not path.is_file()]
+        if missing:
+            raise DatasetError(f"training curve incomplete: {', '.join(missing)} missing (both files are written "
+                               "by the run that trained the model)")
+        return join_curve(pd.read_csv(self._filepath), pd.read_csv(self._dev_filepath))
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file() and self._dev_filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "dev_filepath": str(self._dev_filepath)}
+
+
+def _write_csv_atomically(table: pd.DataFrame, target: Path) -> None:
+    """``table`` as CSV (no index) at ``target``, written beside it under a hidden name,
+    flushed, and renamed over it (as ``_AtomicSave`` does for the fsspec datasets)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.writing-{uuid.uuid4().hex[:12]}")
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="") as handle:
+            table.to_csv(handle, index=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -24,6 +24,7 @@ import torch
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training import run
+from contrastive_sentence_embeddings.training.curves import join_curve
 from tests.helpers import ScratchProject, assert_loads_like_sentence_transformers, base_parameters
 
 pytestmark = pytest.mark.integration
@@ -140,7 +141,8 @@ def test_two_processes_train_like_one_process_on_the_global_batch(fanned_out, on
 
     scratch, _ = fanned_out
     reference, result = one_process
-    curve = pd.read_csv(scratch.root / "data/08_reporting/training_curves/simcse.csv")
+    curve = join_curve(pd.read_csv(scratch.root / "data/08_reporting/training_curves/simcse.csv"),
+                       pd.read_csv(scratch.root / "data/08_reporting/dev_curves/simcse.csv"))
     expected = result.curve
     # Every step's loss: the weights after each step gave the same loss on the next batch.
     steps = curve.dropna(subset=["loss"]).set_index("step")["loss"]

@@ -302,13 +302,38 @@ def test_the_issue_case_keeps_the_repositorys_seed_apart(checkout):
     assert "training.max_steps 120 (kept runs: 4)" in summary["left_out"]["simcse.seed44"]
     table, metrics = board({**runs, "simcse": summary})
     markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]),
-                                                left_out=leaderboard.left_out_runs(metrics))
+                                                metrics_by_model=metrics)
     own, carried = markdown.split("## Carried from the repository", 1)
     seeds = own.split("## Each seed's run", 1)[1].split("\n## ", 1)[0]
     assert "| simcse.seed42 |" in seeds and "| simcse.seed43 |" in seeds and "simcse.seed44" not in seeds
     assert "| simcse.seed44 |" in carried and "carried: no model at" in carried
     assert "simcse: left out of its seed summary" in own
     assert table.set_index("model").loc["simcse", "status"] == leaderboard.CURRENT
+
+
+def test_a_run_of_another_configuration_made_here_is_listed_apart_from_the_summarys_runs(checkout):
+    """Seed 44 of the 120-step configuration trained in this checkout too (its model is
+    here): stale, left out of the summary, and not listed among the summary's runs."""
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    tmp_path, runs = checkout
+    old = runs["simcse.seed44"]
+    here = {**old, "model_fingerprint": saved_model(tmp_path / "simcse/seed44")}
+    here["provenance"] = {**old["provenance"], "model": {**old["provenance"]["model"],
+                                                         "fingerprint": here["model_fingerprint"]}}
+    runs = {**runs, "simcse.seed44": here}
+    summary = aggregate_seed_runs(*runs.values())
+    table, metrics = board({**runs, "simcse": summary})
+    rows = table.set_index("model")
+    assert rows.loc["simcse.seed44", "status"] == leaderboard.STALE
+    assert rows.loc["simcse.seed44", "status_reason"] == (
+        "simcse.seed44 is not a run of today's parameters (`methods` or `seeds` changed); code changed since training")
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    seeds = markdown.split("## Each seed's run", 1)[1].split("\n## ", 1)[0]
+    apart = markdown.split("## Seed runs in no seed summary", 1)[1].split("\n## ", 1)[0]
+    assert "simcse.seed44" not in seeds and "| simcse.seed42 |" in seeds
+    assert "| simcse.seed44 |" in apart and "stale: simcse.seed44 is not a run of today's" in apart
+    assert "## Carried from the repository" not in markdown
 
 
 def test_a_cell_that_cannot_be_filled_says_why(checkout):

@@ -388,11 +388,15 @@ def status_cell(status, reason) -> str:
 
 
 def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
-                         examples_budget: int | None = None, left_out: Mapping[str, Mapping[str, str]] | None = None
+                         examples_budget: int | None = None, metrics_by_model: Mapping[str, Mapping] | None = None
                          ) -> str:
     """The leaderboard page. This checkout's rows (current and stale) fill the tables;
-    carried rows have their own section at the end. ``left_out``: per seed summary,
-    the runs its aggregate left out and why (``provenance.runs_of_one_configuration``)."""
+    carried rows have their own section at the end. With ``metrics_by_model`` (the
+    records of the rows), "Each seed's run" lists the runs each seed summary averaged,
+    and the runs it left out (``provenance.runs_of_one_configuration``) or that no
+    summary holds are listed apart, with the reason."""
+    left_out = left_out_runs(metrics_by_model or {})
+    summarised = summarised_runs(metrics_by_model) if metrics_by_model is not None else None
     identity = IDENTITY_COLUMNS
     uncertain = "p_vs_base" in table and "n_seeds" in table
     statuses = "status" in table and table["status"].ne("").any()
@@ -405,6 +409,10 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     status = ["status"] if statuses else []
     main = table[~seed_run_rows(table)]
     runs = table[seed_run_rows(table)]
+    if summarised is not None:
+        runs, unsummarised = runs[runs["model"].isin(summarised)], runs[~runs["model"].isin(summarised)]
+    else:
+        unsummarised = runs.iloc[:0]
     sts = uncertainty_view(main, alpha) if uncertain else main
     budget = (["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds", "best_step"] if uncertain
               else STS_COLUMNS)
@@ -443,6 +451,12 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     if uncertain and not runs.empty:
         parts += ["## Each seed's run", "", markdown_table(uncertainty_view(runs, alpha),
                                                           [*identity, *status, *STS_COLUMNS, "vs base"]), ""]
+    if not unsummarised.empty:
+        view = uncertainty_view(unsummarised, alpha) if uncertain else unsummarised
+        parts += ["## Seed runs in no seed summary", "",
+                  "Runs of this checkout that their method's summary does not average (another configuration, "
+                  "or a run its last aggregation did not see): shown for what they are, never averaged.", "",
+                  markdown_table(view, [*identity, *status, "sts_avg", "vs base"]), ""]
     if uncertain:
         intervals = intervals_view(table)
         if not intervals.empty:
@@ -492,6 +506,11 @@ def _transfer_rows(table: pd.DataFrame) -> pd.DataFrame:
     if "transfer_note" not in table:
         keep &= scored
     return table[keep]
+
+
+def summarised_runs(metrics_by_model: Mapping[str, Mapping]) -> set[str]:
+    """The runs some seed summary averaged (its ``seed_runs``)."""
+    return {run for metrics in metrics_by_model.values() for run in (metrics.get("seed_runs") or {})}
 
 
 def left_out_runs(metrics_by_model: Mapping[str, Mapping]) -> dict[str, dict[str, str]]:

@@ -45,7 +45,7 @@ def build_leaderboard(
                                          config.alpha)
     table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget))
     markdown = leaderboard.leaderboard_markdown(table, leaderboard.reported_table(reported), config.alpha,
-                                                config.examples_budget, leaderboard.left_out_runs(metrics))
+                                                config.examples_budget, metrics)
     figure = leaderboard.alignment_uniformity_figure(table)
     summary_logger.info("leaderboard (data/08_reporting/leaderboard.md): %s",
                         leaderboard.summary_text(table, alpha=config.alpha))

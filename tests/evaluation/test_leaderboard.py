@@ -310,6 +310,18 @@ def test_the_issue_case_keeps_the_repositorys_seed_apart(checkout):
     assert "simcse: left out of its seed summary" in own
     assert table.set_index("model").loc["simcse", "status"] == leaderboard.CURRENT
 
+    # Before this checkout's aggregation ran (a partial run), the summary is the
+    # repository's: carried, and this checkout's runs are not listed as its runs.
+    committed = json.loads((PROJECT_ROOT / "data/08_reporting/metrics/simcse.json").read_text())
+    assert sorted(committed["seed_runs"]) == ["simcse.seed42", "simcse.seed43", "simcse.seed44"]
+    table, metrics = board({**runs, "simcse": committed})
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    own, carried = markdown.split("## Carried from the repository", 1)
+    assert "## Each seed's run" not in own
+    apart = own.split("## Seed runs in no seed summary", 1)[1]
+    assert "| simcse.seed42 |" in apart and "| simcse.seed43 |" in apart
+    assert "| simcse |" in carried and "| simcse.seed44 |" in carried
+
 
 def test_a_run_of_another_configuration_made_here_is_listed_apart_from_the_summarys_runs(checkout):
     """Seed 44 of the 120-step configuration trained in this checkout too (its model is

@@ -509,8 +509,10 @@ def _transfer_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarised_runs(metrics_by_model: Mapping[str, Mapping]) -> set[str]:
-    """The runs some seed summary averaged (its ``seed_runs``)."""
-    return {run for metrics in metrics_by_model.values() for run in (metrics.get("seed_runs") or {})}
+    """The runs some seed summary of this checkout averaged (its ``seed_runs``; a carried
+    summary averaged the repository's runs, not these)."""
+    return {run for metrics in metrics_by_model.values() if metrics.get("status") != CARRIED
+            for run in (metrics.get("seed_runs") or {})}
 
 
 def left_out_runs(metrics_by_model: Mapping[str, Mapping]) -> dict[str, dict[str, str]]:

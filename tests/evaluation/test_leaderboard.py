@@ -172,8 +172,8 @@ def saved_model(folder):
     return model_fingerprint(str(folder))
 
 
-def record(name, sts_avg, model_path, fingerprint, parameters=TODAY, code=CODE, evaluated_at="2027-01-01T10:00:00+00:00",
-           evaluation=None, scope="sts", **extra):
+def record(name, sts_avg, model_path, fingerprint, parameters=TODAY, code=CODE,
+           evaluated_at="2027-01-01T10:00:00+00:00", evaluation=None, scope="sts", **extra):
     """A metrics record as the evaluator writes it (provenance included), for run ``name``
     of the parameters ``parameters``, scored by ``code``."""
     baseline = name.startswith("baseline-")
@@ -279,6 +279,22 @@ def test_a_seed_summary_is_as_current_as_its_worst_run(checkout):
                                                        "simcse.seed43: code changed since training"]
 
 
+def test_a_row_joining_sts_and_transfer_records_is_as_current_as_the_worse(checkout):
+    """The transfer scores of the same weights (metrics_full/) join the STS row; scored
+    by older code, they make the row stale, and say so."""
+    _, runs = checkout
+    sts = runs["simcse.seed42"]
+    transfer = record("simcse.seed42", None, sts["model"]["path"], sts["model_fingerprint"], scope="transfer",
+                      evaluated_at="2026-12-01T00:00:00+00:00", MR=80.0)
+    table, _ = board({"simcse.seed42": sts}, full={"simcse.seed42": transfer})
+    assert (table.loc[0, "status"], table.loc[0, "MR"]) == (leaderboard.CURRENT, 80.0)
+    transfer["provenance"]["evaluation"]["code"]["source_hash"] = "code-of-then"
+    table, _ = board({"simcse.seed42": sts}, full={"simcse.seed42": transfer})
+    assert (table.loc[0, "status"], table.loc[0, "status_reason"]) == (leaderboard.STALE, "code changed since scoring")
+    # The transfer settings are compared with transfer_evaluation's, not the method's.
+    assert leaderboard.record_status(transfer, today(), "sts")[1][-1].startswith("evaluation parameters changed")
+
+
 def board(records, parameters=TODAY, pairs=None, full=None):
     """The leaderboard node's steps on hand-made records."""
     metrics = leaderboard.newest_metrics(leaderboard.with_status(records, today(parameters)),
@@ -297,7 +313,8 @@ def test_the_issue_case_keeps_the_repositorys_seed_apart(checkout):
     _, runs = checkout
     summary = aggregate_seed_runs(runs["simcse.seed42"], runs["simcse.seed43"], runs["simcse.seed44"])
     assert summary["n_seeds"] == 2 and summary["model"]["seeds"] == [42, 43]
-    assert summary["sts_avg"] == pytest.approx((runs["simcse.seed42"]["sts_avg"] + runs["simcse.seed43"]["sts_avg"]) / 2)
+    ours = (runs["simcse.seed42"]["sts_avg"], runs["simcse.seed43"]["sts_avg"])
+    assert summary["sts_avg"] == pytest.approx(sum(ours) / 2)
     assert list(summary["left_out"]) == ["simcse.seed44"]
     assert "training.max_steps 120 (kept runs: 4)" in summary["left_out"]["simcse.seed44"]
     table, metrics = board({**runs, "simcse": summary})

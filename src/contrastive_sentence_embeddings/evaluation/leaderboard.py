@@ -19,7 +19,6 @@ filled says why (``vs_base_note``, ``transfer_note``).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone

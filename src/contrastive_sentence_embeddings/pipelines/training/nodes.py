@@ -59,8 +59,8 @@ def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: 
     data = {"documents": provenance.data_fingerprint(documents, config.data_label("documents")),
             "spans": provenance.data_fingerprint(spans, _spans_label(config))}
     if (processes := _processes(config)) > 1:
-        trained, curve = fanout.train_in_processes("documents", encoder, block, {"documents": documents, "spans": spans},
-                                                   raw_sts, processes)
+        tables = {"documents": documents, "spans": spans}
+        trained, curve = fanout.train_in_processes("documents", encoder, block, tables, raw_sts, processes)
         return _with_provenance(trained, block, encoder, data), curve
     trained, result = run.train_on_documents(documents, spans, encoder, config, DevScorer(raw_sts))
     return _with_provenance(trained, block, encoder, data), result.curve

@@ -580,6 +580,18 @@ def seeded_block(block: Mapping, seed: int) -> dict:
     return {**block, "training": training}
 
 
+def run_blocks(parameters: Mapping) -> dict[str, dict]:
+    """Every run's parameter block as its training node receives it, ``{run name:
+    block}``: a method's block for its one run, or :func:`seeded_block` for each of its
+    ``seeds`` (``<method>.seed<k>``). The leaderboard compares a result's recorded block
+    with these to tell whether it is still today's."""
+    blocks = {}
+    for name, config in method_configs(parameters).items():
+        for run, seed in config.run_names(name).items():
+            blocks[run] = dict(parameters[name]) if seed is None else seeded_block(parameters[name], seed)
+    return blocks
+
+
 # The families whose training node can fan out over processes (training/fanout.py).
 FANOUT_FAMILIES = ("sentences", "documents")
 

@@ -1,9 +1,11 @@
+import json
 import math
 
 import pandas as pd
 import pytest
 
 from contrastive_sentence_embeddings.evaluation import leaderboard
+from tests.helpers import PROJECT_ROOT
 
 
 def metrics(name, method, pooling, sts_avg, seed=None, **extra):
@@ -149,3 +151,322 @@ def test_the_figure_shows_seeds_and_numbers_every_model(seeded_runs):
     for name in ("baseline-cls", "simcse", "scd"):
         assert name in legend
     assert "simcse.seed1" not in legend  # single seeds are the small points around their mean
+
+
+# --- where each row comes from: current, stale, carried -----------------------------------
+from contrastive_sentence_embeddings import provenance  # noqa: E402
+from contrastive_sentence_embeddings.config import evaluation_settings, run_blocks  # noqa: E402
+from contrastive_sentence_embeddings.embedding_cache import model_fingerprint  # noqa: E402
+
+SIMCSE = {"kind": "simcse", "pooling": "cls", "seeds": [42, 43],
+          "training": {"max_steps": 4, "seed": 42, "checkpoint_dir": "data/07_model_output/checkpoints/simcse"}}
+TODAY = {"encoder": "bert-base-uncased", "methods": ["simcse"], "simcse": SIMCSE, "evaluation": {},
+         "baseline": {"poolings": ["cls"]}, "transfer_evaluation": {"evaluation": {"transfer": True}}}
+CODE = "code-of-today"
+
+
+def saved_model(folder):
+    """A folder that looks like a saved model (its metadata file), and its fingerprint."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cse_metadata.json").write_text("{}")
+    return model_fingerprint(str(folder))
+
+
+def record(name, sts_avg, model_path, fingerprint, parameters=TODAY, code=CODE,
+           evaluated_at="2027-01-01T10:00:00+00:00", evaluation=None, scope="sts", **extra):
+    """A metrics record as the evaluator writes it (provenance included), for run ``name``
+    of the parameters ``parameters``, scored by ``code``."""
+    baseline = name.startswith("baseline-")
+    if baseline:
+        pooling = name.split("-", 1)[1]
+        trained = None
+        method, seed = "baseline", None
+    else:
+        block = run_blocks(parameters)[name]
+        pooling, method, seed = block["pooling"], block["kind"], block["training"]["seed"]
+        trained = {"parameters": block, "params_hash": provenance.params_hash(block),
+                   "config_hash": provenance.config_hash(block), "seed": seed, "encoder": parameters["encoder"],
+                   "training": {"code": {"commit": "abc", "dirty": False, "source_hash": code},
+                                "data": {"sentences": {"dataset": "wiki_sentences", "fingerprint": "w", "rows": 9}},
+                                "trained_at": evaluated_at}}
+    overrides = (parameters["transfer_evaluation"]["evaluation"] if scope == "transfer" else
+                 {} if baseline else run_blocks(parameters)[name].get("evaluation"))
+    settings = evaluation_settings({**parameters["evaluation"], **(evaluation or {})}, overrides)
+    return {"model": {"name": name, "path": str(model_path), "pooling": pooling, "method": method,
+                      "base_encoder": parameters["encoder"], "seed": seed},
+            "sts_avg": sts_avg, "evaluated_at": evaluated_at, "model_fingerprint": fingerprint,
+            "provenance": provenance.record_provenance(
+                trained, baseline=baseline, encoder=parameters["encoder"], pooling=pooling, model_path=str(model_path),
+                model_fingerprint=fingerprint, settings=settings, scored_on={"sts": "s"}, evaluated_at=evaluated_at,
+                code={"commit": "abc", "dirty": False, "source_hash": code}),
+            **extra}
+
+
+def today(parameters=TODAY, code=CODE):
+    return leaderboard.Today.from_parameters(parameters, source_hash=code)
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """This checkout's two SimCSE seeds (4 steps, models in their folders) and the
+    repository's seed 44 of a 120-step run (no model here)."""
+    runs = {}
+    for seed in (42, 43):
+        folder = tmp_path / f"simcse/seed{seed}"
+        runs[f"simcse.seed{seed}"] = record(f"simcse.seed{seed}", 74.2 + seed / 100, folder, saved_model(folder))
+    committed = {**TODAY, "simcse": {**SIMCSE, "seeds": [42, 43, 44],
+                                     "training": {**SIMCSE["training"], "max_steps": 120}}}
+    runs["simcse.seed44"] = record("simcse.seed44", 76.68, tmp_path / "simcse/seed44", "fingerprint-elsewhere",
+                                   parameters=committed, code="code-of-then", evaluated_at="2026-11-23T13:20:48+00:00")
+    return tmp_path, runs
+
+
+def test_a_run_of_todays_code_and_parameters_is_current(checkout):
+    _, runs = checkout
+    assert leaderboard.record_status(runs["simcse.seed42"], today()) == (leaderboard.CURRENT, [])
+
+
+def test_a_changed_parameter_makes_a_run_stale_and_says_which(checkout):
+    _, runs = checkout
+    longer = {**TODAY, "simcse": {**SIMCSE, "training": {**SIMCSE["training"], "max_steps": 8}}}
+    status, reasons = leaderboard.record_status(runs["simcse.seed42"], today(longer))
+    assert status == leaderboard.STALE and reasons == ["parameters changed: training.max_steps 4 -> 8"]
+    # The list of seeds is not how seed 42 trains: still current with seed 44 added.
+    more_seeds = {**TODAY, "simcse": {**SIMCSE, "seeds": [42, 43, 44]}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(more_seeds))[0] == leaderboard.CURRENT
+    # ... but a run today's seeds no longer have is stale.
+    fewer_seeds = {**TODAY, "simcse": {**SIMCSE, "seeds": [42]}}
+    assert "not a run of today's parameters" in leaderboard.record_status(runs["simcse.seed43"],
+                                                                          today(fewer_seeds))[1][0]
+
+
+def test_changed_code_encoder_or_evaluation_settings_make_a_run_stale(checkout):
+    _, runs = checkout
+    assert leaderboard.record_status(runs["simcse.seed42"], today(code="code-of-tomorrow")) == (
+        leaderboard.STALE, ["code changed since training"])
+    other_encoder = {**TODAY, "encoder": "roberta-base"}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(other_encoder))[1] == [
+        "encoder changed: bert-base-uncased -> roberta-base"]
+    more_folds = {**TODAY, "evaluation": {"k_folds": 5}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(more_folds))[1] == [
+        "evaluation parameters changed: k_folds 10 -> 5"]
+    # How fast scores come is no reason: the batch size and the device change no score.
+    faster = {**TODAY, "evaluation": {"batch_size": 7, "device": "cpu"}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(faster))[0] == leaderboard.CURRENT
+
+
+def test_a_record_without_its_model_here_is_carried(checkout):
+    tmp_path, runs = checkout
+    assert leaderboard.record_status(runs["simcse.seed44"], today()) == (
+        leaderboard.CARRIED, [f"no model at {tmp_path / 'simcse/seed44'}"])
+    # Another model in the folder (retrained since, or copied in): not the record's.
+    saved_model(tmp_path / "simcse/seed44")
+    assert "not the one scored" in leaderboard.record_status(runs["simcse.seed44"], today())[1][0]
+    # A record of the repository's older format (no provenance, no fingerprint) is carried.
+    committed = json.loads((PROJECT_ROOT / "data/08_reporting/metrics/simcse.json").read_text())
+    assert "provenance" not in committed
+    assert leaderboard.record_status(committed, today())[0] == leaderboard.CARRIED
+
+
+def test_a_seed_summary_is_as_current_as_its_worst_run(checkout):
+    _, runs = checkout
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    summary = aggregate_seed_runs(runs["simcse.seed42"], runs["simcse.seed43"])
+    assert leaderboard.record_status(summary, today()) == (leaderboard.CURRENT, [])
+    status, reasons = leaderboard.record_status(summary, today(code="code-of-tomorrow"))
+    assert status == leaderboard.STALE and reasons == ["simcse.seed42: code changed since training",
+                                                       "simcse.seed43: code changed since training"]
+
+
+def test_a_row_joining_sts_and_transfer_records_is_as_current_as_the_worse(checkout):
+    """The transfer scores of the same weights (metrics_full/) join the STS row; scored
+    by older code, they make the row stale, and say so."""
+    _, runs = checkout
+    sts = runs["simcse.seed42"]
+    transfer = record("simcse.seed42", None, sts["model"]["path"], sts["model_fingerprint"], scope="transfer",
+                      evaluated_at="2026-12-01T00:00:00+00:00", MR=80.0)
+    table, _ = board({"simcse.seed42": sts}, full={"simcse.seed42": transfer})
+    assert (table.loc[0, "status"], table.loc[0, "MR"]) == (leaderboard.CURRENT, 80.0)
+    transfer["provenance"]["evaluation"]["code"]["source_hash"] = "code-of-then"
+    table, _ = board({"simcse.seed42": sts}, full={"simcse.seed42": transfer})
+    assert (table.loc[0, "status"], table.loc[0, "status_reason"]) == (leaderboard.STALE, "code changed since scoring")
+    # The transfer settings are compared with transfer_evaluation's, not the method's.
+    assert leaderboard.record_status(transfer, today(), "sts")[1][-1].startswith("evaluation parameters changed")
+
+
+def board(records, parameters=TODAY, pairs=None, full=None):
+    """The leaderboard node's steps on hand-made records."""
+    metrics = leaderboard.newest_metrics(leaderboard.with_status(records, today(parameters)),
+                                         leaderboard.with_status(full or {}, today(parameters), "transfer"))
+    table = leaderboard.add_uncertainty(leaderboard.metrics_table(metrics), metrics)
+    table = leaderboard.add_significance(table, metrics, pairs or {}, n_resamples=50)
+    return leaderboard.add_transfer_notes(table), metrics
+
+
+def test_the_issue_case_keeps_the_repositorys_seed_apart(checkout):
+    """A 2-seed, 4-step SimCSE run beside the repository's seed 44 of a 120-step run:
+    the summary averages this checkout's two runs only, "Each seed's run" lists them
+    only, and seed 44 is shown apart as carried."""
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    _, runs = checkout
+    summary = aggregate_seed_runs(runs["simcse.seed42"], runs["simcse.seed43"], runs["simcse.seed44"])
+    assert summary["n_seeds"] == 2 and summary["model"]["seeds"] == [42, 43]
+    ours = (runs["simcse.seed42"]["sts_avg"], runs["simcse.seed43"]["sts_avg"])
+    assert summary["sts_avg"] == pytest.approx(sum(ours) / 2)
+    assert list(summary["left_out"]) == ["simcse.seed44"]
+    assert "training.max_steps 120 (kept runs: 4)" in summary["left_out"]["simcse.seed44"]
+    table, metrics = board({**runs, "simcse": summary})
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]),
+                                                metrics_by_model=metrics)
+    own, carried = markdown.split("## Carried from the repository", 1)
+    seeds = own.split("## Each seed's run", 1)[1].split("\n## ", 1)[0]
+    assert "| simcse.seed42 |" in seeds and "| simcse.seed43 |" in seeds and "simcse.seed44" not in seeds
+    assert "| simcse.seed44 |" in carried and "carried: no model at" in carried
+    assert "simcse: left out of its seed summary" in own
+    assert table.set_index("model").loc["simcse", "status"] == leaderboard.CURRENT
+
+    # Before this checkout's aggregation ran (a partial run), the summary is the
+    # repository's: carried, and this checkout's runs are not listed as its runs.
+    committed = json.loads((PROJECT_ROOT / "data/08_reporting/metrics/simcse.json").read_text())
+    assert sorted(committed["seed_runs"]) == ["simcse.seed42", "simcse.seed43", "simcse.seed44"]
+    table, metrics = board({**runs, "simcse": committed})
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    own, carried = markdown.split("## Carried from the repository", 1)
+    assert "## Each seed's run" not in own
+    apart = own.split("## Seed runs in no seed summary", 1)[1]
+    assert "| simcse.seed42 |" in apart and "| simcse.seed43 |" in apart
+    assert "| simcse |" in carried and "| simcse.seed44 |" in carried
+
+
+def test_a_run_of_another_configuration_made_here_is_listed_apart_from_the_summarys_runs(checkout):
+    """Seed 44 of the 120-step configuration trained in this checkout too (its model is
+    here): stale, left out of the summary, and not listed among the summary's runs."""
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    tmp_path, runs = checkout
+    old = runs["simcse.seed44"]
+    here = {**old, "model_fingerprint": saved_model(tmp_path / "simcse/seed44")}
+    here["provenance"] = {**old["provenance"], "model": {**old["provenance"]["model"],
+                                                         "fingerprint": here["model_fingerprint"]}}
+    runs = {**runs, "simcse.seed44": here}
+    summary = aggregate_seed_runs(*runs.values())
+    table, metrics = board({**runs, "simcse": summary})
+    rows = table.set_index("model")
+    assert rows.loc["simcse.seed44", "status"] == leaderboard.STALE
+    assert rows.loc["simcse.seed44", "status_reason"] == (
+        "simcse.seed44 is not a run of today's parameters (`methods` or `seeds` changed); code changed since training")
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    seeds = markdown.split("## Each seed's run", 1)[1].split("\n## ", 1)[0]
+    apart = markdown.split("## Seed runs in no seed summary", 1)[1].split("\n## ", 1)[0]
+    assert "simcse.seed44" not in seeds and "| simcse.seed42 |" in seeds
+    assert "| simcse.seed44 |" in apart and "stale: simcse.seed44 is not a run of today's" in apart
+    assert "## Carried from the repository" not in markdown
+
+
+def test_a_cell_that_cannot_be_filled_says_why(checkout):
+    tmp_path, runs = checkout
+    baseline = record("baseline-cls", 70.0, "bert-base-uncased", "bert-base-uncased")
+    with_base = {"simcse.seed42": runs["simcse.seed42"], "baseline-cls": baseline}
+    table, _ = board(with_base)
+    rows = table.set_index("model")
+    assert rows.loc["simcse.seed42", "vs_base_note"] == "no baseline predictions (kedro run --pipelines=baseline)"
+    assert rows.loc["baseline-cls", "vs_base_note"] == "n/a (the base)"
+    assert rows.loc["simcse.seed42", "transfer_note"].startswith("not run: the transfer tasks score a method's first")
+    assert rows.loc["baseline-cls", "transfer_note"].startswith("not run: add cls to transfer_evaluation")
+    no_base, _ = board({"simcse.seed42": runs["simcse.seed42"]})
+    assert no_base.loc[0, "vs_base_note"] == "no baseline with cls pooling here (kedro run --pipelines=baseline)"
+    # A method run once, without transfer scores: its transfer row says how to get them.
+    once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
+    saved = saved_model(tmp_path / "simcse-once")
+    single, _ = board({"simcse": record("simcse", 74.0, tmp_path / "simcse-once", saved, parameters=once)}, once)
+    assert single.loc[0, "transfer_note"] == "not run: kedro run --namespaces=transfer.simcse"
+    markdown = leaderboard.leaderboard_markdown(single, pd.DataFrame(columns=["method"]))
+    transfer = markdown.split("## Transfer tasks", 1)[1].split("\n## ", 1)[0]
+    assert "| simcse |" in transfer and "not run: kedro run --namespaces=transfer.simcse" in transfer
+    # With both sides' predictions the test runs and the note is empty.
+    rng = __import__("numpy").random.default_rng(0)
+    gold = {task: rng.uniform(0, 5, 200) for task in ("sts12", "stsb")}
+    pairs = {"simcse.seed42": pair_predictions(rng, gold, 0.5), "baseline-cls": pair_predictions(rng, gold, 2.0)}
+    tested, _ = board(with_base, pairs=pairs)
+    tested = tested.set_index("model")
+    assert tested.loc["simcse.seed42", "vs_base_note"] == "" and tested.loc["simcse.seed42", "p_vs_base"] < 0.05
+
+
+def test_carried_rows_are_neither_tested_nor_a_base(checkout):
+    """A committed baseline (no model here: its encoder has another fingerprint) is no
+    base for this checkout's runs, whatever predictions lie around."""
+    _, runs = checkout
+    baseline = record("baseline-cls", 70.0, "bert-base-uncased", "fingerprint-elsewhere")
+    rng = __import__("numpy").random.default_rng(0)
+    gold = {"stsb": rng.uniform(0, 5, 100)}
+    pairs = {name: pair_predictions(rng, gold, 1.0) for name in ("simcse.seed42", "simcse.seed44", "baseline-cls")}
+    table, _ = board({**runs, "baseline-cls": baseline}, pairs=pairs)
+    rows = table.set_index("model")
+    assert rows.loc["baseline-cls", "status"] == leaderboard.CARRIED
+    assert rows.loc["simcse.seed42", "vs_base_note"].startswith("no baseline with cls pooling here")
+    assert rows.loc["simcse.seed44", "vs_base_note"] == "carried: not compared with this checkout's runs"
+    assert math.isnan(rows.loc["simcse.seed44", "p_vs_base"])
+
+
+def test_the_csv_keeps_its_columns_and_adds_status_and_reasons(checkout):
+    _, runs = checkout
+    table, _ = board(runs)
+    csv = leaderboard.csv_table(table)
+    first = ["model", "method", "base_encoder", "pooling", "seed", "evaluated_at", *leaderboard.STS_COLUMNS]
+    assert list(csv.columns[:len(first)]) == first
+    assert list(csv.columns[-8:]) == [*leaderboard.STATUS_COLUMNS, *leaderboard.NOTE_COLUMNS]
+    assert pd.api.types.is_float_dtype(csv["sts_avg"]) and pd.api.types.is_float_dtype(csv["delta_vs_base"])
+    rows = csv.set_index("model")
+    assert rows.loc["simcse.seed42", "params_hash"] == provenance.short(
+        runs["simcse.seed42"]["provenance"]["params_hash"])
+    assert rows.loc["simcse.seed42", "source_hash"] == provenance.short(CODE)
+    assert rows.loc["simcse.seed42", "commit"] == "abc" and rows.loc["simcse.seed42", "dirty"] == "false"
+
+
+def test_the_log_summary_is_a_few_aligned_columns_of_the_best_own_rows(checkout):
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    _, runs = checkout
+    summary = aggregate_seed_runs(runs["simcse.seed42"], runs["simcse.seed43"])
+    baseline = record("baseline-cls", 70.0, "bert-base-uncased", "bert-base-uncased")
+    table, _ = board({**runs, "simcse": summary, "baseline-cls": baseline})
+    text = leaderboard.summary_text(table, top=1)
+    lines = text.splitlines()
+    assert lines[0] == "4 row(s) from this checkout (4 current), 1 carried from the repository"
+    header, best = lines[1], lines[2]
+    assert header.split() == ["model", "status", "pooling", "STS", "avg", "vs", "base", "transfer"]
+    # The method's summary over seeds (its runs are in the Markdown), its note without the command.
+    assert best.split()[:3] == ["simcse", "current", "cls"] and "no baseline predictions" in best
+    assert "kedro run" not in best
+    # Aligned: each column starts where its header does; right-aligned numbers end where theirs does.
+    assert best.index("current") == header.index("status") and best.index("cls") == header.index("pooling")
+    cell = leaderboard.spread_cell(summary["sts_avg"], summary["sts_avg_std"])
+    assert cell == "74.62 +- 0.01" and best.index(cell) + len(cell) == header.index("STS avg") + len("STS avg")
+    assert lines[3] == "  ... 1 more in data/08_reporting/leaderboard.md"
+    assert lines[4] == "best carried row (reference, not produced here): simcse.seed44 STS avg 76.68"
+    assert max(len(line) for line in lines) < 120
+
+
+def test_the_figure_marks_carried_points(checkout):
+    from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs
+
+    tmp_path, runs = checkout
+    summary = aggregate_seed_runs(runs["simcse.seed42"], runs["simcse.seed43"])
+    once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
+    gone = record("simcse", 76.0, tmp_path / "gone", "fingerprint-elsewhere", parameters=once)
+    gone["model"]["name"] = "simcse-committed"
+    table, _ = board({**runs, "simcse": summary, "simcse-committed": gone})
+    geometry = {"simcse.seed42": (0.2, -2.0), "simcse.seed43": (0.3, -2.5), "simcse.seed44": (0.25, -2.4),
+                "simcse": (0.25, -2.25), "simcse-committed": (0.1, -1.0)}
+    table["alignment"] = [geometry[m][0] for m in table["model"]]
+    table["uniformity"] = [geometry[m][1] for m in table["model"]]
+    figure = leaderboard.alignment_uniformity_figure(table)
+    axis = figure.axes[0]
+    legend = next(text.get_text() for text in axis.texts if "  " in text.get_text())
+    # This checkout's summary unmarked, the committed row marked; seeds' runs are small points, not named.
+    assert legend.splitlines() == ["1  simcse", "2  simcse-committed [carried]"]
+    hollow = [c for c in axis.collections if len(c.get_offsets()) and not c.get_facecolors().any()]
+    assert sorted(map(tuple, (offset for c in hollow for offset in c.get_offsets()))) == [(-2.4, 0.25), (-1.0, 0.1)]
+    assert "hollow: carried" in axis.get_title()

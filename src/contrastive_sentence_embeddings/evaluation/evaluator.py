@@ -19,6 +19,11 @@ as variants (``data``), and where the STS data came from (``sts_source``: mirror
 hub; for the Hub also ``sts_hub``, ``sts_unavailable`` and ``sts_notes``, see
 :func:`sts_source_report`). It lives in the metrics file itself, so the evaluation
 nodes save it with no catalog entry of its own.
+A ``provenance`` block says what produced the record: the model's training side
+(copied from its ``cse_metadata.json``: parameter block and hashes, seed, encoder,
+code and training data), the scoring code, settings and data, and the model's
+project-relative path and fingerprint (:func:`.provenance.record_provenance`;
+``docs/evaluation.md``).
 With ``sts_bootstrap_resamples`` > 0, also ``<task>_ci`` and
 ``sts_avg_ci``: ``[low, high]`` percentile bootstrap intervals of the "all" Spearman
 values (see :mod:`.significance`). The per-pair STS predictions a significance test
@@ -32,9 +37,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 
 import numpy as np
 
+from contrastive_sentence_embeddings import provenance
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
@@ -171,12 +178,46 @@ class EvaluationData:
             report["alignment_pairs"] = len(self.geometry)
         return report
 
+    @cached_property
+    def fingerprints(self) -> dict[str, str]:
+        """What the scores are computed on, as hashes of the data as read (the
+        ``provenance.evaluation.data`` of every record): ``sts`` (each task's pairs:
+        both sentences and the gold score, subset by subset), ``alignment`` (the split
+        scored for alignment/uniformity) and ``transfer`` (every task's sentences and
+        labels); only the parts read."""
+        parts = {}
+        if self.sts:
+            parts["sts"] = _hash_rows([task, subset.subset, subset.sentence1, subset.sentence2, subset.scores.tolist()]
+                                      for task in sorted(self.sts) for subset in self.sts[task])
+        if self.geometry is not None:
+            subset = self.geometry
+            parts["alignment"] = _hash_rows([[subset.sentence1, subset.sentence2, subset.scores.tolist()]])
+        if self.transfer:
+            parts["transfer"] = _hash_rows(
+                [name, task.protocol, list(task.classes), split_name, split.sentences, split.labels.tolist(),
+                 split.second]
+                for name, task in sorted(self.transfer.items())
+                for split_name in ("data", "train", "dev", "test")
+                if (split := getattr(task, split_name)) is not None)
+        return parts
+
     def sentence_level_sentences(self) -> list[str]:
         """Sentences of STS and of the alignment/uniformity split, each once."""
         suite = dict(self.sts or {})
         if self.geometry is not None:
             suite["_geometry"] = [self.geometry]
         return distinct_sentences(suite)
+
+
+def _hash_rows(rows) -> str:
+    """sha256 over the canonical JSON of each row in turn."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(provenance.canonical_json(row).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def sts_source_report(suite: Mapping[str, Sequence[StsSubset]], provenance: Mapping) -> dict:
@@ -320,14 +361,21 @@ def evaluate_encoder(
     evaluated_at = utc_now()
     fingerprint = model_fingerprint(path)
     evaluation_report = data.evaluation_report()
+    model_metadata = read_model_metadata(resolve_encoder(path))
+    code = provenance.code_version()
     metrics = {}
     for spec in specs:
         identity = spec.identity()
-        identity.update({k: v for k, v in read_model_metadata(resolve_encoder(path)).items()
+        identity.update({k: v for k, v in model_metadata.items()
                          if k in ("method", "base_encoder", "seed") and not identity.get(k)})
+        record_provenance = provenance.record_provenance(
+            model_metadata.get("provenance"), baseline=identity.get("method") == "baseline",
+            encoder=identity.get("base_encoder") or path, pooling=spec.pooling, model_path=path,
+            model_fingerprint=fingerprint, settings=settings, scored_on=data.fingerprints, evaluated_at=evaluated_at,
+            code=code)
         metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1),
                               "evaluated_at": evaluated_at, "model_fingerprint": fingerprint,
-                              "evaluation_report": evaluation_report}
+                              "evaluation_report": evaluation_report, "provenance": record_provenance}
         logger.info("%s (%s, %s pooling): STS avg %s, transfer avg %s", spec.name, path, spec.pooling,
                     _fmt(results[spec.pooling].get("sts_avg")), _fmt(results[spec.pooling].get("transfer_avg")))
     return metrics

@@ -6,20 +6,30 @@ Input is the per-model metrics JSON written by the evaluation nodes
 encoder, pooling, seed) and flat metric keys (``sts12`` .. ``sickr``, ``sts_avg``,
 ``*_wmean``, transfer accuracies, ``alignment``, ``uniformity``), the time it was
 produced (``evaluated_at``) and the fingerprint of the weights it scored
-(``model_fingerprint``).
+(``model_fingerprint``), and its ``provenance`` (``provenance.record_provenance``).
+
+Each row has a status (:func:`record_status`): ``current`` (produced here from today's
+code and parameters), ``stale`` (its parameters, encoder, evaluation settings or code
+changed since; ``status_reason`` says which) or ``carried`` (no model behind it here:
+a result committed with the repository or produced elsewhere). Carried rows are shown
+apart and never compared or averaged with this checkout's runs; a cell that cannot be
+filled says why (``vs_base_note``, ``transfer_note``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from contrastive_sentence_embeddings import provenance
 from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
 from contrastive_sentence_embeddings.evaluation.transfer import TRANSFER_TASKS
 
@@ -34,6 +44,11 @@ HEADERS = {
     "transfer_avg": "Transfer avg", "MRPC_f1": "MRPC F1", "paper_sts_avg": "paper STS avg",
     "base_encoder": "base encoder", "evaluated_at": "evaluated (UTC)", "best_step": "kept step",
 }
+# Columns added after the first releases of leaderboard.csv: written after all the others,
+# so that readers of the older columns find them where they were.
+STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty"]
+NOTE_COLUMNS = ["vs_base_note", "transfer_note"]
+HEADERS.update({"status_reason": "why", "vs_base_note": "vs base", "transfer_note": "note"})
 # Metrics files written before results carried a time sort before every dated one.
 _UNDATED = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -79,8 +94,165 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
             if same_weights:
                 for key, value in older.items():
                     row.setdefault(key, value)
+                _combine_status(row, older)
         merged[name] = row
     return merged
+
+
+# --- where a row comes from: current, stale or carried --------------------------------------
+CURRENT, STALE, CARRIED = "current", "stale", "carried"
+_SEVERITY = {CURRENT: 0, STALE: 1, CARRIED: 2}
+
+
+def _combine_status(row: dict, older: Mapping) -> None:
+    """A row joined from two records (STS and transfer scores of the same weights) is
+    as trustworthy as the worse of them, for every reason either gives."""
+    if "status" not in older or "status" not in row:
+        return
+    if _SEVERITY[older["status"]] > _SEVERITY[row["status"]]:
+        row["status"] = older["status"]
+    reasons = [r for r in (row.get("status_reason"), older.get("status_reason")) if r]
+    row["status_reason"] = "; ".join(dict.fromkeys(reasons))
+
+
+def model_here(path: str, trained: bool) -> str | None:
+    """The fingerprint of the model at ``path`` in this checkout (``model_fingerprint``),
+    None when there is none: a trained model's folder without ``cse_metadata.json``.
+    An untrained encoder (a Hub id or a folder) is fingerprinted as the evaluator does."""
+    from contrastive_sentence_embeddings.embedding_cache import model_fingerprint
+    from contrastive_sentence_embeddings.encoding import METADATA_FILE
+
+    if trained and not (Path(path) / METADATA_FILE).is_file():
+        return None
+    return model_fingerprint(path)
+
+
+@dataclass(frozen=True)
+class Today:
+    """What a record is compared with: today's run blocks (``config.run_blocks``), the
+    encoder, the evaluation settings each kind of record is scored with, the package's
+    ``source_hash``, and ``fingerprint_of(path, trained)``, the fingerprint of the model
+    at a path here (None: no model there)."""
+
+    blocks: Mapping[str, Mapping]
+    encoder: str | None
+    source_hash: str
+    evaluation: Mapping
+    baseline_overrides: Mapping
+    transfer_overrides: Mapping
+    fingerprint_of: Callable[[str, bool], str | None] = model_here
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping, fingerprint_of: Callable[[str, bool], str | None] = model_here,
+                        source_hash: str | None = None) -> "Today":
+        from contrastive_sentence_embeddings.config import (
+            BaselineConfig,
+            TransferEvaluationConfig,
+            parse_strict,
+            run_blocks,
+        )
+
+        baseline = parse_strict(BaselineConfig, parameters.get("baseline") or {}, "baseline")
+        transfer = parse_strict(TransferEvaluationConfig, parameters.get("transfer_evaluation") or {},
+                                "transfer_evaluation")
+        return cls(blocks=run_blocks(parameters) if parameters.get("methods") else {},
+                   encoder=parameters.get("encoder"), source_hash=source_hash or provenance.source_hash(),
+                   evaluation=dict(parameters.get("evaluation") or {}), baseline_overrides=dict(baseline.overrides),
+                   transfer_overrides=dict(transfer.evaluation), fingerprint_of=fingerprint_of)
+
+    def settings(self, scope: str, run: str, baseline: bool) -> dict | None:
+        """Today's evaluation settings (as records hold them) for ``run``'s records in
+        ``scope`` (``sts``: ``metrics/``, ``transfer``: ``metrics_full/``); None when
+        today's parameters have no such run."""
+        from contrastive_sentence_embeddings.config import evaluation_settings
+
+        if scope == "transfer":
+            overrides = self.transfer_overrides
+        elif baseline:
+            overrides = self.baseline_overrides
+        elif run in self.blocks:
+            overrides = self.blocks[run].get("evaluation") or {}
+        else:
+            return None
+        return provenance.evaluation_settings_record(evaluation_settings(self.evaluation, overrides))
+
+
+def record_status(record: Mapping, today: Today, scope: str = "sts") -> tuple[str, list[str]]:
+    """``(status, reasons)`` of one metrics record (module docstring). A summary over
+    seeds is as current as the worst of its runs, each reason naming its run."""
+    identity = record.get("model") or {}
+    record_provenance = record.get("provenance")
+    method = identity.get("method")
+    if record_provenance and record_provenance.get("runs"):
+        worst, reasons = CURRENT, []
+        for run, run_provenance in record_provenance["runs"].items():
+            status, why = _provenance_status(run_provenance, run, method, today, scope)
+            worst = max(worst, status, key=_SEVERITY.__getitem__)
+            reasons += [f"{run}: {reason}" for reason in why]
+        return worst, reasons
+    return _provenance_status(record_provenance, identity.get("name"), method, today, scope,
+                              identity.get("path"), record.get("model_fingerprint"))
+
+
+def _provenance_status(record_provenance: Mapping | None, run: str | None, method: str | None, today: Today,
+                       scope: str, path: str | None = None, fingerprint: str | None = None) -> tuple[str, list[str]]:
+    model = (record_provenance or {}).get("model") or {}
+    path, fingerprint = model.get("path") or path, model.get("fingerprint") or fingerprint
+    baseline = method == "baseline"
+    if not path or not fingerprint:
+        return CARRIED, ["no provenance and no model fingerprint (written before records carried them)"]
+    here = today.fingerprint_of(path, not baseline)
+    if here is None:
+        return CARRIED, [f"no model at {path}"]
+    if here != fingerprint:
+        return CARRIED, [f"the model at {path} is not the one scored (other fingerprint)"]
+    if not record_provenance:
+        return STALE, ["written before records carried provenance: its code and parameters are unknown"]
+    reasons = []
+    if baseline:
+        pooling = (record_provenance.get("parameters") or {}).get("pooling")
+        expected = provenance.baseline_parameters(today.encoder, pooling)
+        if provenance.sha256_of(expected) != record_provenance.get("params_hash"):
+            reasons.append(f"encoder changed: {record_provenance.get('encoder')} -> {today.encoder}")
+    else:
+        block = today.blocks.get(str(run))
+        if not record_provenance.get("params_hash"):
+            reasons.append("trained before models recorded their provenance: its parameters are unknown")
+        elif block is None:
+            reasons.append(f"{run} is not a run of today's parameters (`methods` or `seeds` changed)")
+        elif provenance.params_hash(block) != record_provenance["params_hash"]:
+            before = provenance.without(record_provenance.get("parameters") or {}, provenance.RUN_INDEPENDENT_KEYS)
+            after = provenance.without(block, provenance.RUN_INDEPENDENT_KEYS)
+            reasons.append("parameters changed: " + ", ".join(provenance.parameter_changes(before, after)))
+        if record_provenance.get("encoder") and today.encoder and record_provenance["encoder"] != today.encoder:
+            reasons.append(f"encoder changed: {record_provenance['encoder']} -> {today.encoder}")
+    training_code = (((record_provenance.get("training") or {}).get("code")) or {}).get("source_hash")
+    evaluation = record_provenance.get("evaluation") or {}
+    if training_code and training_code != today.source_hash:
+        reasons.append("code changed since training")
+    elif (evaluation.get("code") or {}).get("source_hash") != today.source_hash:
+        reasons.append("code changed since scoring")
+    expected = today.settings(scope, str(run), baseline)
+    if expected is not None and provenance.sha256_of(expected) != evaluation.get("settings_hash"):
+        changes = provenance.parameter_changes(evaluation.get("settings") or {}, expected)
+        reasons.append("evaluation parameters changed: " + ", ".join(changes))
+    return (STALE if reasons else CURRENT), reasons
+
+
+def with_status(records: Mapping[str, Mapping], today: Today, scope: str = "sts") -> dict[str, dict]:
+    """Each record with its ``status`` and ``status_reason`` (reasons joined by "; ")."""
+    annotated = {}
+    for name, record in records.items():
+        status, reasons = record_status(record, today, scope)
+        annotated[name] = {**record, "status": status, "status_reason": "; ".join(reasons)}
+    return annotated
+
+
+def is_carried(table: pd.DataFrame) -> pd.Series:
+    """Rows carried from the repository (a table without statuses has none)."""
+    if "status" not in table:
+        return pd.Series(False, index=table.index)
+    return table["status"] == CARRIED
 
 
 def load_reported_results() -> list[dict]:
@@ -106,14 +278,42 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
         for column in [*STS_COLUMNS, *WMEAN_COLUMNS, *TRANSFER_COLUMNS, *GEOMETRY_COLUMNS]:
             value = metrics.get(column)
             row[column] = float(value) if isinstance(value, (int, float)) else np.nan
+        row.update(provenance_columns(metrics))
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*IDENTITY_COLUMNS, *STS_COLUMNS, *WMEAN_COLUMNS, *TRANSFER_COLUMNS,
-                                        *GEOMETRY_COLUMNS])
+                                        *GEOMETRY_COLUMNS, *STATUS_COLUMNS])
     table["seed"] = table["seed"].astype("Int64")
     # Baselines first, then methods, best STS average first within each.
     table["_baseline"] = table["method"] != "baseline"
     table = table.sort_values(["_baseline", "method", "sts_avg"], ascending=[True, True, False], na_position="last")
     return table.drop(columns="_baseline").reset_index(drop=True)
+
+
+def provenance_columns(metrics: Mapping) -> dict:
+    """A record's status (``status``, ``status_reason``: empty when not annotated) and
+    what produced it, shortened for the table: the parameters' and the code's hashes
+    (the training's code for a trained model) and the git commit with ``dirty``. A
+    summary over seeds shows its shared ``config_hash`` and its first run's code."""
+    record_provenance = metrics.get("provenance") or {}
+    runs = record_provenance.get("runs") or {}
+    if runs:
+        source = next(iter(runs.values())) or {}
+        parameters_hash = record_provenance.get("config_hash")
+    else:
+        source = record_provenance
+        parameters_hash = record_provenance.get("params_hash")
+    code = (source.get("training") or {}).get("code") or (source.get("evaluation") or {}).get("code") or {}
+    dirty = code.get("dirty")
+    return {"status": metrics.get("status", ""), "status_reason": metrics.get("status_reason", ""),
+            "params_hash": provenance.short(parameters_hash), "source_hash": provenance.short(code.get("source_hash")),
+            "commit": provenance.short(code.get("commit")), "dirty": "" if dirty is None else str(bool(dirty)).lower()}
+
+
+def csv_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as ``leaderboard.csv`` holds it: the older columns in their order, then
+    the status, provenance and note columns."""
+    later = [c for c in [*STATUS_COLUMNS, *NOTE_COLUMNS] if c in table]
+    return table[[c for c in table.columns if c not in later] + later]
 
 
 def _minutes(stamp) -> str:
@@ -169,12 +369,49 @@ def markdown_table(table: pd.DataFrame, columns: Sequence[str]) -> str:
     return "\n".join([header, rule, *body])
 
 
+STATUS_TEXT = (
+    "`status`: **current** = produced here from today's code and parameters (its parameter block and the "
+    "package's source hash equal today's, and its model is in its folder with the fingerprint it was scored "
+    "with); **stale** = its parameters, encoder, evaluation settings or code changed since (the cell says "
+    "which): rerun it to refresh; **carried** = no model behind it here (a result committed with the "
+    "repository, or produced elsewhere): shown apart at the end, never compared or averaged with this "
+    "checkout's runs. docs/evaluation.md lists each record's provenance."
+)
+
+
+def status_cell(status, reason) -> str:
+    """``current``, or ``stale: <reason>``."""
+    status = "" if status is None or (isinstance(status, float) and math.isnan(status)) else str(status)
+    reason = "" if reason is None or (isinstance(reason, float) and math.isnan(reason)) else str(reason)
+    return f"{status}: {reason}" if status and reason else status
+
+
 def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
-                         examples_budget: int | None = None) -> str:
+                         examples_budget: int | None = None, metrics_by_model: Mapping[str, Mapping] | None = None
+                         ) -> str:
+    """The leaderboard page. This checkout's rows (current and stale) fill the tables;
+    carried rows have their own section at the end. With ``metrics_by_model`` (the
+    records of the rows), "Each seed's run" lists the runs each seed summary averaged,
+    and the runs it left out (``provenance.runs_of_one_configuration``) or that no
+    summary holds are listed apart, with the reason."""
+    left_out = left_out_runs(metrics_by_model or {})
+    summarised = summarised_runs(metrics_by_model) if metrics_by_model is not None else None
     identity = IDENTITY_COLUMNS
     uncertain = "p_vs_base" in table and "n_seeds" in table
-    main = table[~table["model"].map(is_seed_run)]
-    runs = table[table["model"].map(is_seed_run)]
+    statuses = "status" in table and table["status"].ne("").any()
+    gone = is_carried(table)
+    table = table.copy()
+    if statuses:
+        table["status"] = [status_cell(s, r) for s, r in zip(table["status"], table["status_reason"])]
+    carried = table[gone]
+    table = table[~gone]
+    status = ["status"] if statuses else []
+    main = table[~seed_run_rows(table)]
+    runs = table[seed_run_rows(table)]
+    if summarised is not None:
+        runs, unsummarised = runs[runs["model"].isin(summarised)], runs[~runs["model"].isin(summarised)]
+    else:
+        unsummarised = runs.iloc[:0]
     sts = uncertainty_view(main, alpha) if uncertain else main
     budget = (["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds", "best_step"] if uncertain
               else STS_COLUMNS)
@@ -183,15 +420,17 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
         "",
         "Written by the `leaderboard` node from `data/08_reporting/metrics/*.json`; do not edit by hand.",
         "",
-        "## STS (Spearman x 100, SentEval \"all\" setting)",
-        "",
     ]
+    if statuses:
+        parts += [STATUS_TEXT, ""]
+    parts += ["## STS (Spearman x 100, SentEval \"all\" setting)", ""]
     if examples_budget is not None:
         parts += [f"Trained rows filtered to an equal budget of {examples_budget:,} training examples seen.", ""]
     if uncertain:
         parts += [
             "A method run for several seeds shows the mean +- standard deviation over its `n_seeds` runs (each "
-            "run below). `vs base`: STS avg difference to the untrained encoder with the same pooling, from a "
+            "run below; only runs of one configuration are averaged). `vs base`: STS avg difference to the "
+            "untrained encoder with the same pooling, from a "
             "paired bootstrap over the pairs of all 7 tasks (1,000 resamples; for several seeds, the mean "
             f"difference and the largest p-value); `n.s.`: not significant at p < {alpha}. "
             "`examples_seen` and `train_seconds` are the training budget (mean over seeds); `kept step` is the "
@@ -199,28 +438,56 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
             "starting weights, so the row scores the starting encoder (with any newly initialised layers).",
             "",
         ]
-    parts += [markdown_table(sts, [*identity, *budget, "paper_sts_avg"]), ""]
+    if main.empty and runs.empty:
+        parts += ["No result was produced in this checkout yet: every row is carried from the repository "
+                  "(at the end).", ""]
+    else:
+        parts += [markdown_table(sts, [*identity, *status, *budget, "paper_sts_avg"]), ""]
+    for summary, excluded in sorted((left_out or {}).items()):
+        if summary in set(main["model"]):
+            parts += [f"{summary}: left out of its seed summary (another configuration): "
+                      + "; ".join(f"{run} ({why})" for run, why in sorted(excluded.items())), ""]
     if uncertain and not runs.empty:
         parts += ["## Each seed's run", "", markdown_table(uncertainty_view(runs, alpha),
-                                                          [*identity, *STS_COLUMNS, "vs base"]), ""]
+                                                          [*identity, *status, *STS_COLUMNS, "vs base"]), ""]
+    if not unsummarised.empty:
+        view = uncertainty_view(unsummarised, alpha) if uncertain else unsummarised
+        parts += ["## Seed runs in no seed summary", "",
+                  "Runs of this checkout that their method's summary does not average (another configuration, "
+                  "or a run its last aggregation did not see): shown for what they are, never averaged.", "",
+                  markdown_table(view, [*identity, *status, "sts_avg", "vs base"]), ""]
     if uncertain:
         intervals = intervals_view(table)
         if not intervals.empty:
             parts += ["## 95% bootstrap intervals of each score (1,000 resamples of the pairs)", "",
                       markdown_table(intervals, ["model", "pooling", *STS_COLUMNS]), ""]
-    parts += [
-        "## STS, subsets averaged weighted by size (\"wmean\")",
-        "",
-        markdown_table(main, [*identity, *WMEAN_COLUMNS]),
-        "",
-    ]
-    if table[TRANSFER_COLUMNS].notna().any().any():
-        scored = table[table[TRANSFER_COLUMNS].notna().any(axis=1)]
-        parts += ["## Transfer tasks (accuracy; MRPC also F1)", "", markdown_table(scored, [*identity, *TRANSFER_COLUMNS]),
-                  ""]
+    if not main.empty:
+        parts += [
+            "## STS, subsets averaged weighted by size (\"wmean\")",
+            "",
+            markdown_table(main, [*identity, *WMEAN_COLUMNS]),
+            "",
+        ]
+    transfer = _transfer_rows(table)
+    if not transfer.empty and (table[TRANSFER_COLUMNS].notna().any().any() or "transfer_note" in table):
+        parts += ["## Transfer tasks (accuracy; MRPC also F1)", "",
+                  markdown_table(transfer, [*identity, *TRANSFER_COLUMNS, "transfer_note"]), ""]
     if table[GEOMETRY_COLUMNS].notna().any().any():
         parts += ["## Alignment and uniformity (lower is better for both)", "",
                   markdown_table(main, [*identity, *GEOMETRY_COLUMNS, "sts_avg"]), ""]
+    if not carried.empty:
+        shown = uncertainty_view(carried, alpha) if uncertain else carried
+        parts += [
+            "## Carried from the repository (reference)",
+            "",
+            "Results with no model behind them here (committed with the repository, or produced elsewhere "
+            "with other code or parameters): kept for reference, never compared or averaged with the rows "
+            "above. Rerun a method's pipeline to get it here.",
+            "",
+            markdown_table(shown, ["model", "method", "pooling", "seed", "evaluated_at", "n_seeds", "sts_avg",
+                                   "transfer_avg", "status"]),
+            "",
+        ]
     parts += [
         "## Reported in the papers (full-scale training, for reference)",
         "",
@@ -230,12 +497,37 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     return "\n".join(parts)
 
 
+def _transfer_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the transfer table: every row that is not a seed's run (with its note
+    when it has no scores), and the seed runs that were scored (a method's first seed)."""
+    scored = table[TRANSFER_COLUMNS].notna().any(axis=1) if not table.empty else pd.Series(dtype=bool)
+    keep = ~seed_run_rows(table) | scored
+    if "transfer_note" not in table:
+        keep &= scored
+    return table[keep]
+
+
+def summarised_runs(metrics_by_model: Mapping[str, Mapping]) -> set[str]:
+    """The runs some seed summary of this checkout averaged (its ``seed_runs``; a carried
+    summary averaged the repository's runs, not these)."""
+    return {run for metrics in metrics_by_model.values() if metrics.get("status") != CARRIED
+            for run in (metrics.get("seed_runs") or {})}
+
+
+def left_out_runs(metrics_by_model: Mapping[str, Mapping]) -> dict[str, dict[str, str]]:
+    """``{summary: {run: reason}}``: the runs each seed summary left out."""
+    return {metrics.get("model", {}).get("name", key): dict(metrics["left_out"])
+            for key, metrics in metrics_by_model.items() if metrics.get("left_out")}
+
+
 def alignment_uniformity_figure(table: pd.DataFrame):
     """Uniformity (x) against alignment (y), coloured by STS average: the layout of the
     SimCSE and SCD figures (lower left is better). Each model is a numbered point
     named in the legend beside the axes (labels on the points hid each other); a
     method run for several seeds shows each seed's run as a small point and its mean
-    with error bars of one standard deviation over seeds."""
+    with error bars of one standard deviation over seeds. Rows carried from the
+    repository are hollow points marked ``[carried]`` in the legend (stale rows
+    ``[stale]``), so they are never read as this checkout's results."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -247,16 +539,22 @@ def alignment_uniformity_figure(table: pd.DataFrame):
         axis.text(0.5, 0.5, "no model has alignment / uniformity yet", ha="center", va="center")
         axis.set_axis_off()
         return figure
-    summaries = points[~points["model"].map(is_seed_run)]
-    runs = points[points["model"].map(is_seed_run)]
+    carried = is_carried(points)
+    status = points["status"] if "status" in points else pd.Series("", index=points.index)
+    summaries = points[~seed_run_rows(points)]
+    runs = points[seed_run_rows(points)]
     norm = matplotlib.colors.Normalize(points["sts_avg"].min(), points["sts_avg"].max())
-    if not runs.empty:
-        axis.scatter(runs["uniformity"], runs["alignment"], c=runs["sts_avg"], cmap="viridis", norm=norm, s=14,
-                     alpha=0.6, edgecolors="none")
+    cmap = matplotlib.colormaps["viridis"]
+    for rows, hollow in ((runs[~carried[runs.index]], False), (runs[carried[runs.index]], True)):
+        if not rows.empty:
+            colours = cmap(norm(rows["sts_avg"].to_numpy()))
+            axis.scatter(rows["uniformity"], rows["alignment"], s=14, alpha=0.6,
+                         facecolors="none" if hollow else colours, edgecolors=colours if hollow else "none")
     # Models at the same point (e.g. the mean / last_avg aliases) share one number.
     numbered: dict[tuple[float, float], list[str]] = {}
     for row in summaries.itertuples():
-        numbered.setdefault((round(row.uniformity, 4), round(row.alignment, 4)), []).append(row.model)
+        mark = {CARRIED: " [carried]", STALE: " [stale]"}.get(status[row.Index], "")
+        numbered.setdefault((round(row.uniformity, 4), round(row.alignment, 4)), []).append(f"{row.model}{mark}")
     for row in summaries.itertuples():
         x_err = getattr(row, "uniformity_std", np.nan) if "uniformity_std" in summaries else np.nan
         y_err = getattr(row, "alignment_std", np.nan) if "alignment_std" in summaries else np.nan
@@ -264,19 +562,27 @@ def alignment_uniformity_figure(table: pd.DataFrame):
             axis.errorbar(row.uniformity, row.alignment, xerr=0 if math.isnan(x_err) else x_err,
                           yerr=0 if math.isnan(y_err) else y_err, fmt="none", ecolor="grey", elinewidth=0.8,
                           capsize=2)
-    scatter = axis.scatter(summaries["uniformity"], summaries["alignment"], c=summaries["sts_avg"], cmap="viridis",
-                           norm=norm, s=60, edgecolors="black", linewidths=0.5)
+    own, reference = summaries[~carried[summaries.index]], summaries[carried[summaries.index]]
+    scatter = axis.scatter(own["uniformity"], own["alignment"], c=own["sts_avg"], cmap=cmap, norm=norm, s=60,
+                           edgecolors="black", linewidths=0.5)
+    if not reference.empty:
+        axis.scatter(reference["uniformity"], reference["alignment"], s=60, facecolors="none", linewidths=1.2,
+                     edgecolors=cmap(norm(reference["sts_avg"].to_numpy())))
     legend = []
     for number, ((x, y), names) in enumerate(sorted(numbered.items(), key=lambda item: item[1]), start=1):
         axis.annotate(str(number), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8, weight="bold")
         legend.append(f"{number}  {' = '.join(names)}")
     axis.text(1.28, 1.0, "\n".join(legend), transform=axis.transAxes, va="top", ha="left", fontsize=7,
               family="monospace")
-    colorbar = figure.colorbar(scatter, ax=axis)
+    mappable = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+    colorbar = figure.colorbar(scatter if not own.empty else mappable, ax=axis)
     colorbar.set_label("STS avg (Spearman x 100)")
     axis.set_xlabel(r"$\ell_{\mathrm{uniform}}$")
     axis.set_ylabel(r"$\ell_{\mathrm{align}}$")
-    axis.set_title("Alignment and uniformity (STS-B); small points: single seeds")
+    title = "Alignment and uniformity (STS-B); small points: single seeds"
+    if carried.any():
+        title += "\nhollow: carried from the repository (no model here)"
+    axis.set_title(title, fontsize=9 if carried.any() else None)
     axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.subplots_adjust(right=0.58)
@@ -289,6 +595,11 @@ SEED_RUN = ".seed"   # a seed's run is called <method>.seed<k>; its method's sum
 
 def is_seed_run(name: str) -> bool:
     return SEED_RUN in str(name)
+
+
+def seed_run_rows(table: pd.DataFrame) -> pd.Series:
+    """Which rows are single seeds' runs (a boolean mask, also for an empty table)."""
+    return table["model"].map(is_seed_run).astype(bool)
 
 
 def add_uncertainty(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
@@ -334,19 +645,24 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
     (``significance.paired_bootstrap_pvalue`` over the 7 tasks' pairs). A row that
     summarises seeds is tested seed by seed and gets the mean difference and the
     largest p-value, so "significant" means significant for every seed.
-    ``significant`` is ``p_vs_base < alpha``; rows without per-pair predictions stay
-    empty."""
+    ``significant`` is ``p_vs_base < alpha``. Only this checkout's rows are tested, each
+    against a baseline of this checkout (a carried row is neither); a row with no test
+    says why in ``vs_base_note`` (no baseline row, no per-pair predictions, ...)."""
     from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
 
     by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
-    baselines = {(row.base_encoder, row.pooling): row.model for row in table.itertuples() if row.method == "baseline"}
-    deltas, p_values = [], []
-    for row in table.itertuples():
+    carried = is_carried(table)
+    baselines = {(row.base_encoder, row.pooling): row.model
+                 for row, gone in zip(table.itertuples(), carried) if row.method == "baseline" and not gone}
+    deltas, p_values, notes = [], [], []
+    for row, gone in zip(table.itertuples(), carried):
         base = baselines.get((row.base_encoder, row.pooling))
         runs = _runs_of(by_name.get(row.model), row.model)
-        if row.method == "baseline" or base is None or base not in pairs or not all(run in pairs for run in runs):
+        note = _why_no_test(row, gone, base, [run for run in runs if run not in pairs], pairs)
+        if note:
             deltas.append(np.nan)
             p_values.append(np.nan)
+            notes.append(note)
             continue
         tests = []
         for run in runs:
@@ -357,10 +673,58 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
                                                  n_resamples=n_resamples, seed=seed))
         deltas.append(float(np.mean([test.difference for test in tests])))
         p_values.append(float(max(test.p_value for test in tests)))
+        notes.append("")
     table = table.copy()
     table["delta_vs_base"] = deltas
     table["p_vs_base"] = p_values
     table["significant"] = [bool(p < alpha) if not math.isnan(p) else None for p in p_values]
+    table["vs_base_note"] = notes
+    return table
+
+
+def _why_no_test(row, carried: bool, base: str | None, missing_runs: Sequence[str], pairs: Mapping) -> str:
+    """Why a row has no ``vs base`` value ("" when it can be tested)."""
+    if row.method == "baseline":
+        return "n/a (the base)"
+    if carried:
+        return "carried: not compared with this checkout's runs"
+    if base is None:
+        return f"no baseline with {row.pooling} pooling here (kedro run --pipelines=baseline)"
+    if base not in pairs:
+        return "no baseline predictions (kedro run --pipelines=baseline)"
+    if missing_runs:
+        return f"no per-pair predictions of {', '.join(missing_runs)} (kedro run --pipelines={method_block(row.model)})"
+    return ""
+
+
+def method_block(model: str) -> str:
+    """The method block a run belongs to: ``simcse`` for ``simcse.seed42``."""
+    return str(model).split(SEED_RUN, 1)[0]
+
+
+def add_transfer_notes(table: pd.DataFrame) -> pd.DataFrame:
+    """``transfer_note``: why a row has no transfer scores, and how to get them (empty
+    for a row that has them, or that is carried: a carried row is not run here)."""
+    scored = table["transfer_avg"].notna() if "transfer_avg" in table else pd.Series(False, index=table.index)
+    carried = is_carried(table)
+    own_seed_runs_scored = {method_block(model) : model for model, done, gone
+                            in zip(table["model"], scored, carried) if is_seed_run(model) and done and not gone}
+    notes = []
+    for row, done, gone in zip(table.itertuples(), scored, carried):
+        if done or gone:
+            notes.append("")
+        elif row.method == "baseline":
+            notes.append(f"not run: add {row.pooling} to transfer_evaluation.baseline_poolings "
+                         "(kedro run --nodes=baseline.transfer)")
+        elif not is_seed_run(row.model) and row.model in own_seed_runs_scored:
+            notes.append(f"scored on {own_seed_runs_scored[row.model]} (the method's first seed)")
+        elif is_seed_run(row.model):
+            notes.append("not run: the transfer tasks score a method's first seed "
+                         f"(kedro run --namespaces=transfer.{method_block(row.model)})")
+        else:
+            notes.append(f"not run: kedro run --namespaces=transfer.{method_block(row.model)}")
+    table = table.copy()
+    table["transfer_note"] = notes
     return table
 
 
@@ -385,15 +749,16 @@ def spread_cell(mean, std, digits: int = 2) -> str:
 def uncertainty_view(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """The STS table as shown: ``mean +- std`` cells for rows over seeds, the
     difference to the starting encoder with its p-value, ``n.s.`` where it is not
-    significant at ``alpha``."""
+    significant at ``alpha``, and why where there is none (``vs_base_note``)."""
     view = table.copy()
     for column in STS_COLUMNS:
         std = view[f"{column}_std"] if f"{column}_std" in view else pd.Series(np.nan, index=view.index)
         view[column] = [spread_cell(mean, s) for mean, s in zip(view[column], std)]
     if "p_vs_base" in view:
+        notes = view["vs_base_note"] if "vs_base_note" in view else pd.Series("", index=view.index)
         view["vs base"] = [
-            "" if math.isnan(p) else f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'})"
-            for delta, p in zip(view["delta_vs_base"], view["p_vs_base"])
+            str(note or "") if math.isnan(p) else f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'})"
+            for delta, p, note in zip(view["delta_vs_base"], view["p_vs_base"], notes)
         ]
     return view
 
@@ -407,3 +772,45 @@ def intervals_view(table: pd.DataFrame) -> pd.DataFrame:
             for value, lo, hi in zip(rows[column], rows[f"{column}_ci_lo"], rows[f"{column}_ci_hi"])
         ]
     return rows
+
+
+# --- the log --------------------------------------------------------------------------------
+def summary_text(table: pd.DataFrame, top: int = 8, alpha: float = 0.05) -> str:
+    """The leaderboard as the log shows it: a count of rows by status, then this
+    checkout's best rows by STS avg (model, status, pooling, STS avg, vs base, transfer
+    avg; a method over seeds as its summary, each seed's run being in the Markdown) as
+    an aligned table of a few columns, and the best carried row for reference."""
+    carried = table[is_carried(table)]
+    own = table[~is_carried(table)]
+    counts = own["status"].value_counts().to_dict() if "status" in own else {}
+    described = ", ".join(f"{counts[s]} {s}" for s in (CURRENT, STALE) if counts.get(s))
+    lines = [f"{len(own)} row(s) from this checkout{f' ({described})' if described else ''}, "
+             f"{len(carried)} carried from the repository"]
+    ranked = own[~seed_run_rows(own)].sort_values("sts_avg", ascending=False, na_position="last")
+    shown = ranked.head(top)
+    if not shown.empty:
+        view = uncertainty_view(shown, alpha) if "p_vs_base" in shown else shown.assign(**{"vs base": ""})
+        columns = {"model": "model", "status": "status", "pooling": "pooling", "sts_avg": "STS avg",
+                   "vs base": "vs base", "transfer_avg": "transfer"}
+        rows = [[_log_cell(row.get(key), key) for key in columns] for _, row in view.iterrows()]
+        header = list(columns.values())
+        widths = [max(len(text) for text in column) for column in zip(header, *rows)]
+        numeric = {"STS avg", "transfer"}
+        for cells in [header, *rows]:
+            lines.append("  " + "  ".join(cell.rjust(width) if name in numeric else cell.ljust(width)
+                                          for cell, width, name in zip(cells, widths, header)).rstrip())
+        if len(ranked) > len(shown):
+            lines.append(f"  ... {len(ranked) - len(shown)} more in data/08_reporting/leaderboard.md")
+    if not carried.empty:
+        best = carried.sort_values("sts_avg", ascending=False, na_position="last").iloc[0]
+        lines.append(f"best carried row (reference, not produced here): {best['model']} STS avg "
+                     f"{_log_cell(best['sts_avg'], 'sts_avg')}")
+    return "\n".join(lines)
+
+
+def _log_cell(value, key: str) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "-" if key in ("sts_avg", "transfer_avg") else ""
+    if key == "vs base" and not str(value)[:1] in "+-":  # a note: its reason, without the command
+        return str(value).split(" (", 1)[0]
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

@@ -9,9 +9,11 @@ the transfer tasks).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from contrastive_sentence_embeddings import provenance
 from contrastive_sentence_embeddings.config import (
     BaselineConfig,
     DataProcessingConfig,
@@ -28,6 +30,9 @@ from contrastive_sentence_embeddings.evaluation.evaluator import (
     Partitions,
     evaluate_models,
 )
+
+logger = logging.getLogger(__name__)
+
 
 def project_relative(path: str | Path) -> str:
     """``path`` relative to the working directory (the project root under ``kedro run``)
@@ -104,10 +109,24 @@ def evaluate_baseline(
 
 
 def aggregate_seed_runs(*metrics: Mapping) -> dict:
-    """One method's runs over seeds in one metrics dict (``significance.summarise_seed_runs``)."""
+    """One method's runs over seeds in one metrics dict (``significance.summarise_seed_runs``),
+    over the runs of one configuration only (``provenance.runs_of_one_configuration``:
+    same parameters apart from the seed, encoder, code and data, as the newest run):
+    a run of another configuration (e.g. a committed 120-step record that a partial
+    run left beside this checkout's 4-step runs) is left out, named with the reason in
+    ``left_out`` and in the log. ``evaluated_at`` is the newest run's; ``provenance``
+    holds each run's."""
     from contrastive_sentence_embeddings.evaluation.significance import summarise_seed_runs
 
-    return summarise_seed_runs(metrics)
+    kept, left_out = provenance.runs_of_one_configuration(metrics)
+    for name, reason in left_out.items():
+        logger.warning("%s is left out of its seed summary: %s", name, reason)
+    summary = summarise_seed_runs(kept)
+    summary["evaluated_at"] = max((str(run.get("evaluated_at") or "") for run in kept), default="") or None
+    summary["provenance"] = provenance.summary_provenance(kept)
+    if left_out:
+        summary["left_out"] = left_out
+    return summary
 
 
 def concat_seed_curves(*curves):

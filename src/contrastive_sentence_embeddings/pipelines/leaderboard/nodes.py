@@ -13,21 +13,28 @@ from contrastive_sentence_embeddings.config import LeaderboardConfig, parse_stri
 from contrastive_sentence_embeddings.evaluation import leaderboard
 
 logger = logging.getLogger(__name__)
+# The summary's own logger: conf/logging.yml prints it without rich's columns, which
+# would wrap its aligned lines.
+summary_logger = logging.getLogger("contrastive_sentence_embeddings.pipelines.leaderboard.summary")
 
 
 def build_leaderboard(
     model_metrics: Mapping[str, Callable[[], dict]], full_model_metrics: Mapping[str, Callable[[], dict]],
-    sts_pairs: Mapping[str, Callable[[], dict]], params: Mapping, *upstream_metrics,
+    sts_pairs: Mapping[str, Callable[[], dict]], parameters: Mapping, *upstream_metrics,
 ):
     """``model_metrics`` and ``full_model_metrics`` are the partitions of
     ``data/08_reporting/metrics`` and ``metrics_full`` (a model's newest entry wins),
     ``sts_pairs`` every model's per-pair STS predictions (for the paired tests),
-    ``params`` the ``leaderboard`` block. ``upstream_metrics`` are the metrics the same
-    run has just written; they are inputs only so that Kedro runs this node after them
-    (their files are among the partitions)."""
-    config = parse_strict(LeaderboardConfig, params, "leaderboard")
-    metrics = leaderboard.newest_metrics({name: load() for name, load in model_metrics.items()},
-                                         {name: load() for name, load in full_model_metrics.items()})
+    ``parameters`` all of today's parameters: the ``leaderboard`` block, and what each
+    record is compared with to say whether it is current, stale or carried
+    (``leaderboard.Today``). ``upstream_metrics`` are the metrics the same run has just
+    written; they are inputs only so that Kedro runs this node after them (their files
+    are among the partitions)."""
+    config = parse_strict(LeaderboardConfig, parameters.get("leaderboard") or {}, "leaderboard")
+    today = leaderboard.Today.from_parameters(parameters)
+    metrics = leaderboard.newest_metrics(
+        leaderboard.with_status({name: load() for name, load in model_metrics.items()}, today, "sts"),
+        leaderboard.with_status({name: load() for name, load in full_model_metrics.items()}, today, "transfer"))
     if not metrics:
         raise ValueError("data/08_reporting/metrics is empty: run the baseline or a method's pipeline first")
     reported = leaderboard.load_reported_results()
@@ -36,10 +43,10 @@ def build_leaderboard(
     pairs = {name: load() for name, load in sts_pairs.items()}
     table = leaderboard.add_significance(table, metrics, pairs, config.bootstrap_resamples, config.bootstrap_seed,
                                          config.alpha)
-    table = leaderboard.within_budget(table, config.examples_budget)
+    table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget))
     markdown = leaderboard.leaderboard_markdown(table, leaderboard.reported_table(reported), config.alpha,
-                                                config.examples_budget)
+                                                config.examples_budget, metrics)
     figure = leaderboard.alignment_uniformity_figure(table)
-    logger.info("leaderboard of %d model(s):\n%s", len(table),
-                table[["model", "pooling", "sts_avg", "transfer_avg"]].to_string(index=False))
-    return pd.DataFrame(table), markdown, figure
+    summary_logger.info("leaderboard (data/08_reporting/leaderboard.md): %s",
+                        leaderboard.summary_text(table, alpha=config.alpha))
+    return pd.DataFrame(leaderboard.csv_table(table)), markdown, figure

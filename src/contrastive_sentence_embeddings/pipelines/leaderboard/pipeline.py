@@ -14,7 +14,7 @@ def create_pipeline(after: Sequence[str] = (), **kwargs) -> Pipeline:
         [
             Node(
                 nodes.build_leaderboard,
-                ["model_metrics", "full_model_metrics", "sts_pairs", "params:leaderboard", *after],
+                ["model_metrics", "full_model_metrics", "sts_pairs", "parameters", *after],
                 ["leaderboard_table", "leaderboard_markdown", "alignment_uniformity_plot"],
                 name="build_leaderboard",
             )

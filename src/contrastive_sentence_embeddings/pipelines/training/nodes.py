@@ -1,7 +1,9 @@
 """The training nodes, one per data family. Each reads its prepared data and the
 method's block (``params:<method>``, parsed by ``config.MethodConfig``) and calls
 :mod:`contrastive_sentence_embeddings.training.run`; the model and its training curve
-go to ``<method>.model`` and ``<method>.training_curve``."""
+go to ``<method>.model`` and ``<method>.training_curve``. The model's metadata gets the
+run's ``provenance`` (:func:`.provenance.training_provenance`: the block as received,
+its hashes, the code and the data read), which every metrics record of it copies."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from contrastive_sentence_embeddings import provenance
 from contrastive_sentence_embeddings.config import MethodConfig
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.training import fanout, run
@@ -19,18 +22,33 @@ def _processes(config: MethodConfig) -> int:
     return fanout.resolve_num_processes(config.training_config().num_processes)
 
 
+def _with_provenance(trained, block: Mapping, encoder: str, data: Mapping[str, Mapping]):
+    """``trained`` with the run's provenance in its metadata (saved with the model)."""
+    trained.metadata = {**trained.metadata, "provenance": provenance.training_provenance(block, encoder, data)}
+    return trained
+
+
+def _spans_label(config: MethodConfig) -> str:
+    """What the spans were read from: the catalog data set, or (own documents) their sampling."""
+    if "documents" in config.sources():
+        return f"spans sampled from {config.data_label('documents')}"
+    return config.data_label("spans")
+
+
 def train_on_sentences(sentences, raw_sts: Mapping, encoder: str, block: Mapping):
     """A sentence method (SimCSE, SCD, ImSimCSE) on the ``sentence`` column of the
     prepared sentences (a memory-mapped ``datasets.Dataset``, or a DataFrame); the kept
     weights are the best by the dev scores of ``raw_sts``. With ``training.num_processes``
     above 1, in that many worker processes (``training.fanout``)."""
     config = MethodConfig.from_params(block, "method")
+    data = {"sentences": provenance.data_fingerprint(sentences, config.data_label("sentences"))}
     texts = run.sentence_texts(sentences)
     if (processes := _processes(config)) > 1:
-        return fanout.train_in_processes("sentences", encoder, block, {"sentences": pd.DataFrame({"sentence": texts})},
-                                         raw_sts, processes)
+        trained, curve = fanout.train_in_processes("sentences", encoder, block,
+                                                   {"sentences": pd.DataFrame({"sentence": texts})}, raw_sts, processes)
+        return _with_provenance(trained, block, encoder, data), curve
     trained, result = run.train_on_sentences(texts, encoder, config, DevScorer(raw_sts))
-    return trained, result.curve
+    return _with_provenance(trained, block, encoder, data), result.curve
 
 
 def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: Mapping):
@@ -38,11 +56,14 @@ def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: 
     (memory-mapped Arrow data sets; in ``training.num_processes`` worker processes,
     which map the same files, when that is above 1)."""
     config = MethodConfig.from_params(block, "method")
+    data = {"documents": provenance.data_fingerprint(documents, config.data_label("documents")),
+            "spans": provenance.data_fingerprint(spans, _spans_label(config))}
     if (processes := _processes(config)) > 1:
-        return fanout.train_in_processes("documents", encoder, block, {"documents": documents, "spans": spans},
-                                         raw_sts, processes)
+        tables = {"documents": documents, "spans": spans}
+        trained, curve = fanout.train_in_processes("documents", encoder, block, tables, raw_sts, processes)
+        return _with_provenance(trained, block, encoder, data), curve
     trained, result = run.train_on_documents(documents, spans, encoder, config, DevScorer(raw_sts))
-    return trained, result.curve
+    return _with_provenance(trained, block, encoder, data), result.curve
 
 
 def embed_pair_sentences(pairs, embedding_cache: str, encoder: str, block: Mapping) -> PairEmbeddings:
@@ -66,4 +87,6 @@ def train_on_pairs(pair_embeddings: PairEmbeddings, raw_sts: Mapping, embedding_
     """A pair method (CLSR) on the frozen embeddings of the pairs."""
     trained, result = run.train_on_pairs(pair_embeddings, encoder, MethodConfig.from_params(block, "method"),
                                          DevScorer(raw_sts), embedding_cache)
-    return trained, result.curve
+    data = {"pairs": {"dataset": pair_embeddings.dataset, "fingerprint": pair_embeddings.fingerprint,
+                      "rows": len(pair_embeddings.pairs)}}
+    return _with_provenance(trained, block, encoder, data), result.curve

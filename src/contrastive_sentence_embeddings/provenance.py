@@ -1,0 +1,302 @@
+"""What produced a result: the parameters, code and data behind a trained model and
+behind each metrics record, and the hashes that tell whether they are still today's.
+
+Training records its side in the model's ``cse_metadata.json`` (``provenance``:
+:func:`training_provenance`); the evaluator copies it into every metrics record and
+adds its own (:func:`record_provenance`). The leaderboard compares them with today's
+parameters and code (``evaluation.leaderboard.record_status``).
+
+What is hashed (sha256, hex; :func:`short` is the 12-character form tables show):
+
+* ``params_hash``: the run's parameter block as its training node received it, in
+  canonical JSON (keys sorted, no spaces), less the keys that name other runs or
+  places rather than how this run trains (:data:`RUN_INDEPENDENT_KEYS`: the method's
+  ``seeds`` list and ``training.checkpoint_dir``), so changing ``seeds`` from
+  ``[42, 43, 44]`` to ``[42, 43]`` leaves seed 42's run current.
+  ``config_hash``: the same less ``training.seed`` too: runs that differ only by their
+  seed share it, and only such runs are averaged over seeds.
+* ``source_hash``: every file of the installed package (``.py`` and the data files it
+  ships, not bytecode), by path and content. Code staleness uses it, not the git
+  commit: a commit that changes docs or tests changes no result.
+* training data (``training.data``): for each input the training node read (``sentences``,
+  ``documents``, ``spans``, ``pairs``), the ``_fingerprint`` ``datasets`` stored in the
+  prepared data set's ``state.json`` when the data-processing step wrote it (derived from
+  the content or from the transformations that made it: equal values mean the same
+  write of the data), or a hash of the table's content for a pandas table, and the
+  row count; for CLSR's pairs the fingerprint of their frozen embeddings and pairing.
+* scoring data (``evaluation.data``): a hash of the evaluation data as read: every STS
+  pair's two sentences and gold score, task by task (``sts``), the alignment split
+  (``alignment``) and the transfer tasks' sentences and labels (``transfer``).
+
+The git commit and whether ``src/`` or ``conf/`` had uncommitted changes (``dirty``;
+outputs that runs rewrite, such as the committed metrics files, do not count) are
+read with ``git`` in the project folder, and are ``"unknown"`` / ``null`` where git or a
+repository is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Keys of a method's block that say which runs exist or where files go, not how a run
+# trains: left out of ``params_hash``.
+RUN_INDEPENDENT_KEYS: tuple[tuple[str, ...], ...] = (("seeds",), ("training", "checkpoint_dir"))
+SEED_KEY = ("training", "seed")
+# Evaluation settings that change how fast scores come, not what they are.
+EXECUTION_ONLY_SETTINGS = ("batch_size", "device", "cache_dir")
+# The folders whose uncommitted changes make a tree "dirty".
+CODE_FOLDERS = ("src", "conf")
+UNKNOWN = "unknown"
+SHORT_LENGTH = 12
+
+
+def canonical_json(value) -> str:
+    """``value`` as JSON with sorted keys and no spaces: equal parameters, equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_of(value) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def short(digest: str | None) -> str:
+    """The first 12 characters of a hash (``""`` for none), as tables show it."""
+    return str(digest)[:SHORT_LENGTH] if digest else ""
+
+
+def without(block: Mapping, paths: Iterable[Sequence[str]]) -> dict:
+    """A copy of ``block`` with the nested keys ``paths`` (``("training", "seed")``) removed."""
+    copy = json.loads(canonical_json(block))
+    for path in paths:
+        node = copy
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return copy
+
+
+def params_hash(block: Mapping) -> str:
+    """The hash of a run's block, less :data:`RUN_INDEPENDENT_KEYS` (module docstring)."""
+    return sha256_of(without(block, RUN_INDEPENDENT_KEYS))
+
+
+def config_hash(block: Mapping) -> str:
+    """The hash of a run's block less its seed too: equal for the seeds of one configuration."""
+    return sha256_of(without(block, (*RUN_INDEPENDENT_KEYS, SEED_KEY)))
+
+
+def parameter_changes(before, after, limit: int = 3, form: str = "{key} {old} -> {new}") -> list[str]:
+    """The keys whose values differ between two parameter blocks, each written as
+    ``form`` says (default ``"training.max_steps 120 -> 4"``; a key one side lacks
+    shows ``unset``); at most ``limit`` of them, then ``"..."``."""
+    changes: list[str] = []
+
+    def walk(old, new, path: str) -> None:
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            for key in sorted(set(old) | set(new), key=str):
+                walk(old.get(key, _UNSET), new.get(key, _UNSET), f"{path}.{key}" if path else str(key))
+        elif old is _UNSET or new is _UNSET or canonical_json(old) != canonical_json(new):
+            changes.append(form.format(key=path or "block", old=_shown(old), new=_shown(new)))
+
+    walk(before, after, "")
+    return changes if len(changes) <= limit else [*changes[:limit], "..."]
+
+
+_UNSET = object()
+
+
+def _shown(value) -> str:
+    return "unset" if value is _UNSET else canonical_json(value)
+
+
+# --- code ---------------------------------------------------------------------------------
+def package_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def source_hash(folder: Path | None = None) -> str:
+    """sha256 over the package's files (relative path and content of each, in path
+    order), bytecode and hidden files left out."""
+    folder = Path(folder or package_dir())
+    digest = hashlib.sha256()
+    for file in sorted(folder.rglob("*")):
+        relative = file.relative_to(folder)
+        if not file.is_file() or file.suffix in (".pyc", ".pyo") or any(
+                part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        content = file.read_bytes()
+        digest.update(f"{relative.as_posix()}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})  # a status that writes no index lock
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(root: Path | str | None = None) -> dict:
+    """``{"commit": <sha or "unknown">, "dirty": <bool or None>}`` of the repository
+    holding ``root`` (the working directory: the project under ``kedro run``)."""
+    root = Path(root or Path.cwd())
+    commit = _git(root, "rev-parse", "HEAD")
+    if not commit:
+        return {"commit": UNKNOWN, "dirty": None}
+    status = _git(root, "status", "--porcelain", "--", *CODE_FOLDERS)
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def code_version(root: Path | str | None = None) -> dict:
+    """The code a result came from: git commit, dirty, and the package's ``source_hash``."""
+    return {**git_state(root), "source_hash": source_hash()}
+
+
+# --- data ---------------------------------------------------------------------------------
+def data_fingerprint(data, label: str | None = None) -> dict:
+    """What a training input was (module docstring): ``{"dataset", "fingerprint", "rows"}``."""
+    import pandas as pd
+
+    fingerprint, rows = None, None
+    if isinstance(data, pd.DataFrame):
+        digest = hashlib.sha256(canonical_json([str(c) for c in data.columns]).encode())
+        digest.update(pd.util.hash_pandas_object(data, index=False).to_numpy().tobytes())
+        fingerprint, rows = digest.hexdigest(), len(data)
+    elif hasattr(data, "_fingerprint"):  # a datasets.Dataset, as the catalog loads it
+        fingerprint, rows = str(data._fingerprint), int(data.num_rows)
+    elif hasattr(data, "num_rows"):
+        rows = int(data.num_rows)
+    return {"dataset": label, "fingerprint": fingerprint or UNKNOWN, "rows": rows}
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- records ------------------------------------------------------------------------------
+def training_provenance(block: Mapping, encoder: str, data: Mapping[str, Mapping]) -> dict:
+    """The training side, written into the model's metadata: the block the training
+    node received, its hashes, seed, encoder, code and data (``data``: ``{input:
+    data_fingerprint(...)}``)."""
+    block = json.loads(canonical_json(block))
+    return {
+        "parameters": block,
+        "params_hash": params_hash(block),
+        "config_hash": config_hash(block),
+        "seed": (block.get("training") or {}).get("seed"),
+        "encoder": encoder,
+        "training": {"code": code_version(), "data": dict(data), "trained_at": utc_now()},
+    }
+
+
+def evaluation_settings_record(settings) -> dict:
+    """The evaluation settings that decide the scores (a dataclass or mapping), less
+    :data:`EXECUTION_ONLY_SETTINGS`."""
+    import dataclasses
+
+    values = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
+    return json.loads(canonical_json({k: v for k, v in values.items() if k not in EXECUTION_ONLY_SETTINGS}))
+
+
+def record_provenance(trained: Mapping | None, *, baseline: bool, encoder: str | None, pooling: str,
+                      model_path: str, model_fingerprint: str, settings, scored_on: Mapping, evaluated_at: str,
+                      code: Mapping | None = None) -> dict:
+    """A metrics record's ``provenance``: the model's training side (``trained``: the
+    ``provenance`` of its metadata; a model trained before models recorded it has
+    none, and its parameters are then unknown), or for the untrained encoder
+    (``baseline``) the encoder and pooling as its parameters; then the scoring: code,
+    data, settings, time, and the model scored (project-relative ``path`` and
+    ``fingerprint``)."""
+    recorded = evaluation_settings_record(settings)
+    evaluation = {"code": dict(code or code_version()), "data": dict(scored_on), "settings": recorded,
+                  "settings_hash": sha256_of(recorded), "evaluated_at": evaluated_at}
+    model = {"path": model_path, "fingerprint": model_fingerprint}
+    if baseline:
+        parameters = baseline_parameters(encoder, pooling)
+        side = {"parameters": parameters, "params_hash": sha256_of(parameters), "config_hash": sha256_of(parameters),
+                "seed": None, "encoder": encoder, "training": None}
+    elif trained:
+        side = {key: trained.get(key) for key in ("parameters", "params_hash", "config_hash", "seed", "encoder",
+                                                  "training")}
+    else:
+        side = {"parameters": None, "params_hash": None, "config_hash": None, "seed": None, "encoder": encoder,
+                "training": None}
+    return {**side, "evaluation": evaluation, "model": model}
+
+
+def baseline_parameters(encoder: str | None, pooling: str) -> dict:
+    """What an untrained encoder's row is made of: the encoder and the pooling."""
+    return {"encoder": encoder, "pooling": pooling}
+
+
+def configuration_key(provenance: Mapping | None) -> tuple | None:
+    """What runs must share to be averaged over seeds: the block less its seed
+    (``config_hash``), the encoder, the training code (``source_hash``) and the
+    training data's fingerprints. None without provenance (then it matches nothing)."""
+    if not provenance or not provenance.get("config_hash"):
+        return None
+    training = provenance.get("training") or {}
+    data = {name: (entry or {}).get("fingerprint") for name, entry in (training.get("data") or {}).items()}
+    return (provenance["config_hash"], provenance.get("encoder"), (training.get("code") or {}).get("source_hash"),
+            canonical_json(data))
+
+
+def configuration_difference(provenance: Mapping | None, reference: Mapping) -> str:
+    """Why a run's configuration is not ``reference``'s, in words."""
+    if not provenance or not provenance.get("config_hash"):
+        return "no provenance (written before records carried it): its configuration is unknown"
+    if provenance["config_hash"] != reference.get("config_hash"):
+        before = without(provenance.get("parameters") or {}, (*RUN_INDEPENDENT_KEYS, SEED_KEY))
+        after = without(reference.get("parameters") or {}, (*RUN_INDEPENDENT_KEYS, SEED_KEY))
+        return "other parameters: " + ", ".join(parameter_changes(before, after, form="{key} {old} (kept runs: {new})"))
+    if provenance.get("encoder") != reference.get("encoder"):
+        return f"other encoder: {provenance.get('encoder')} (kept runs: {reference.get('encoder')})"
+    code = ((provenance.get("training") or {}).get("code") or {}).get("source_hash")
+    if code != ((reference.get("training") or {}).get("code") or {}).get("source_hash"):
+        return "trained by other code (source_hash differs)"
+    return "trained on other data (data fingerprints differ)"
+
+
+def runs_of_one_configuration(records: Sequence[Mapping]) -> tuple[list[Mapping], dict[str, str]]:
+    """The seed runs that may be averaged together, and why each other run may not.
+
+    Kept: the runs of the newest run's configuration (:func:`configuration_key`; newest
+    by ``evaluated_at``, the last given on a tie); a run without provenance is a
+    configuration of its own. Left out: ``{run name: reason}``, e.g. a committed
+    120-step record beside this checkout's 4-step runs."""
+    records = list(records)
+    if not records:
+        raise ValueError("no runs to summarise")
+    newest = max(range(len(records)), key=lambda i: (str(records[i].get("evaluated_at") or ""), i))
+    reference = records[newest].get("provenance") or {}
+    reference_key = configuration_key(reference)
+    kept, left_out = [], {}
+    for index, record in enumerate(records):
+        key = configuration_key(record.get("provenance"))
+        if index == newest or (key is not None and key == reference_key):
+            kept.append(record)
+        else:
+            name = str((record.get("model") or {}).get("name") or f"run {index}")
+            left_out[name] = configuration_difference(record.get("provenance"), reference)
+    return kept, left_out
+
+
+def summary_provenance(runs: Sequence[Mapping]) -> dict:
+    """The ``provenance`` of a summary over seeds: each run's own (``runs``) and the
+    configuration they share (``config_hash``, ``encoder``)."""
+    provenances = {str((run.get("model") or {}).get("name")): run.get("provenance") for run in runs}
+    first = next(iter(provenances.values()), None) or {}
+    return {"runs": provenances, "config_hash": first.get("config_hash"), "encoder": first.get("encoder")}

@@ -1,0 +1,134 @@
+"""What a result records about what produced it: hashes of its parameters, code and
+data, the git state, and which seed runs may be averaged together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+
+from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.config import run_blocks
+from tests.helpers import PROJECT_ROOT
+
+BLOCK = {"kind": "simcse", "pooling": "cls_before_pooler", "seeds": [42, 43, 44],
+         "training": {"max_steps": 120, "seed": 7, "checkpoint_dir": "data/07_model_output/checkpoints/simcse"}}
+
+
+def test_every_run_block_is_the_block_its_training_node_receives():
+    blocks = run_blocks({"encoder": "enc", "methods": ["simcse", "scd"], "simcse": BLOCK,
+                         "scd": {"kind": "scd", "pooling": "cls_before_pooler", "training": {"seed": 1}}})
+    assert sorted(blocks) == ["scd", "simcse.seed42", "simcse.seed43", "simcse.seed44"]
+    assert blocks["scd"]["training"] == {"seed": 1}
+    assert blocks["simcse.seed43"]["training"]["seed"] == 43
+    assert blocks["simcse.seed43"]["training"]["checkpoint_dir"] == "data/07_model_output/checkpoints/simcse/seed43"
+
+
+def test_the_parameter_hash_follows_how_a_run_trains_and_nothing_else():
+    blocks = run_blocks({"methods": ["simcse"], "simcse": BLOCK})
+    seed42 = blocks["simcse.seed42"]
+    # The list of seeds and the checkpoint folder do not change how seed 42's run trains.
+    fewer_seeds = run_blocks({"methods": ["simcse"], "simcse": {**BLOCK, "seeds": [42, 43]}})["simcse.seed42"]
+    assert provenance.params_hash(fewer_seeds) == provenance.params_hash(seed42)
+    moved = {**seed42, "training": {**seed42["training"], "checkpoint_dir": "elsewhere"}}
+    assert provenance.params_hash(moved) == provenance.params_hash(seed42)
+    # Key order is not content.
+    assert provenance.params_hash(dict(reversed(list(seed42.items())))) == provenance.params_hash(seed42)
+    shorter = {**seed42, "training": {**seed42["training"], "max_steps": 4}}
+    assert provenance.params_hash(shorter) != provenance.params_hash(seed42)
+    # Two seeds of one configuration: different runs, one configuration.
+    seed43 = blocks["simcse.seed43"]
+    assert provenance.params_hash(seed43) != provenance.params_hash(seed42)
+    assert provenance.config_hash(seed43) == provenance.config_hash(seed42)
+    assert provenance.config_hash(shorter) != provenance.config_hash(seed42)
+    assert provenance.parameter_changes(seed42, shorter) == ["training.max_steps 120 -> 4"]
+    assert provenance.parameter_changes({"a": 1}, {"b": 2}) == ["a 1 -> unset", "b unset -> 2"]
+    assert len(provenance.short(provenance.params_hash(seed42))) == 12
+
+
+def test_the_source_hash_follows_the_package_files_not_bytecode(tmp_path):
+    package = tmp_path / "package"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "results.yml").write_text("k: v\n")
+    before = provenance.source_hash(package)
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0compiled")
+    assert provenance.source_hash(package) == before
+    (package / "sub" / "results.yml").write_text("k: w\n")
+    assert provenance.source_hash(package) != before
+    # The installed package's own hash is stable from one call to the next.
+    assert provenance.source_hash() == provenance.source_hash()
+
+
+def test_git_state_is_unknown_outside_a_repository_and_dirty_only_for_code(tmp_path):
+    assert provenance.git_state(tmp_path) == {"commit": "unknown", "dirty": None}
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "metrics.json").write_text("{}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    clean = provenance.git_state(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False
+    (tmp_path / "data" / "metrics.json").write_text('{"sts_avg": 1}\n')  # a run rewrites its outputs
+    assert provenance.git_state(tmp_path)["dirty"] is False
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    assert provenance.git_state(tmp_path)["dirty"] is True
+
+
+def test_data_fingerprints_come_from_the_content_or_the_data_set_state():
+    import datasets
+
+    table = pd.DataFrame({"sentence": ["a b c", "d e f"]})
+    same = provenance.data_fingerprint(table.copy(), "wiki_sentences")
+    assert same == provenance.data_fingerprint(table, "wiki_sentences")
+    assert same["rows"] == 2 and same["dataset"] == "wiki_sentences"
+    assert provenance.data_fingerprint(pd.DataFrame({"sentence": ["a b c", "d e g"]}))["fingerprint"] != \
+        same["fingerprint"]
+    dataset = datasets.Dataset.from_pandas(table, preserve_index=False)
+    recorded = provenance.data_fingerprint(dataset, "wiki_sentences")
+    assert recorded["fingerprint"] == dataset._fingerprint and recorded["rows"] == 2
+
+
+# --- seed runs of one configuration ----------------------------------------------------------
+def seed_run(seed: int, max_steps: int, evaluated_at: str, sts_avg: float, source: str = "code-1") -> dict:
+    block = run_blocks({"methods": ["simcse"], "simcse": {**BLOCK, "training": {**BLOCK["training"],
+                                                                               "max_steps": max_steps}}})[
+        f"simcse.seed{seed}"]
+    return {"model": {"name": f"simcse.seed{seed}", "method": "simcse", "seed": seed}, "sts_avg": sts_avg,
+            "evaluated_at": evaluated_at,
+            "provenance": {"parameters": block, "params_hash": provenance.params_hash(block),
+                           "config_hash": provenance.config_hash(block), "seed": seed, "encoder": "enc",
+                           "training": {"code": {"source_hash": source},
+                                        "data": {"sentences": {"fingerprint": "wiki-1"}}}}}
+
+
+def test_only_runs_of_the_newest_runs_configuration_are_averaged():
+    """The issue's case: this checkout's 2 seeds of a 4-step run beside the repository's
+    seed 44 of a 120-step run (its committed record, which has no provenance)."""
+    committed = json.loads((PROJECT_ROOT / "data/08_reporting/metrics/simcse.seed44.json").read_text())
+    assert committed["training"]["steps"] == 120 and "provenance" not in committed
+    ours = [seed_run(42, 4, "2027-01-01T10:00:00+00:00", 74.2), seed_run(43, 4, "2027-01-01T10:05:00+00:00", 74.4)]
+    kept, left_out = provenance.runs_of_one_configuration([*ours, committed])
+    assert kept == ours
+    assert list(left_out) == ["simcse.seed44"] and "no provenance" in left_out["simcse.seed44"]
+
+    # A seed 44 of the 120-step configuration, with provenance: left out for its parameters.
+    old = seed_run(44, 120, "2026-11-23T13:20:48+00:00", 76.68)
+    kept, left_out = provenance.runs_of_one_configuration([*ours, old])
+    assert kept == ours
+    assert left_out == {"simcse.seed44": "other parameters: training.max_steps 120 (kept runs: 4)"}
+    # Same parameters but other code: left out too.
+    other_code = seed_run(44, 4, "2026-12-01T00:00:00+00:00", 74.0, source="code-0")
+    assert "other code" in provenance.runs_of_one_configuration([*ours, other_code])[1]["simcse.seed44"]
+    # All of one configuration: all kept.
+    same = seed_run(44, 4, "2026-12-01T00:00:00+00:00", 74.0)
+    assert provenance.runs_of_one_configuration([*ours, same]) == ([*ours, same], {})

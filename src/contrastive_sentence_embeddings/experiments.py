@@ -220,4 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"{len(experiments)} experiment(s), ranked by {model}'s STS avg ({SUMMARY_FILE}):")
     print(ranking_table(experiments, model))
+    if all(experiment.state == "commit" for experiment in experiments):
+        print("(no DVC experiment yet, only the commit's results: queue a grid with `dvc exp run --queue -S ...` "
+              "and run it with `dvc queue start`)", file=sys.stderr)
     return 0

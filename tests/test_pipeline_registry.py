@@ -167,14 +167,19 @@ def test_each_method_pipeline_scores_the_baseline_its_vs_base_is_tested_against(
         assert "baseline_transfer_metrics" not in outputs  # the transfer tasks stay in `evaluation`
 
 
-def test_the_metrics_a_run_does_not_write_are_not_loaded_by_the_leaderboard(shipped):
+def test_the_metrics_a_run_does_not_write_are_not_loaded_by_the_leaderboard(shipped, caplog):
     """In ``--pipelines=simcse`` the leaderboard's inputs from other methods are free
-    inputs; they get a placeholder, while what the run writes, and a free input another
-    node reads, are left to the catalog."""
+    inputs; they get a placeholder (replacing a configured entry without a warning),
+    while what the run writes, and a free input another node reads, are left to the
+    catalog."""
+    from kedro.io import MemoryDataset
+
     _, _, pipelines = shipped
     run = summed(pipelines, ["simcse", "leaderboard"])
-    catalog = DataCatalog()
-    LeaderboardOrderingHook().before_pipeline_run(run, catalog)
+    catalog = DataCatalog({"baseline_transfer_metrics": MemoryDataset({"configured": True})})
+    with caplog.at_level(logging.INFO, logger="kedro.io.data_catalog"):
+        LeaderboardOrderingHook().before_pipeline_run(run, catalog)
+    assert not [r for r in caplog.records if "Replacing" in r.getMessage()]
     assert catalog.load("declutr.metrics") == NOT_WRITTEN_BY_THIS_RUN
     assert catalog.load("baseline_transfer_metrics") == NOT_WRITTEN_BY_THIS_RUN
     assert "simcse.metrics" not in catalog and "baseline_metrics" not in catalog  # written by this run

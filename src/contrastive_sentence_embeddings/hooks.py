@@ -119,9 +119,27 @@ class LeaderboardOrderingHook:
             return
         free = pipeline.inputs()
         read_elsewhere = {name for node in pipeline.nodes if node is not board for name in node.inputs}
-        for name in ordering_inputs(board):
-            if name in free and name not in read_elsewhere:
+        placeholders = [name for name in ordering_inputs(board) if name in free and name not in read_elsewhere]
+        # Replacing a configured entry is the point here; Kedro would warn about each one.
+        catalog_logger = logging.getLogger("kedro.io.data_catalog")
+        quiet = _DropMessages("Replacing dataset '%s'", placeholders)
+        catalog_logger.addFilter(quiet)
+        try:
+            for name in placeholders:
                 catalog[name] = NOT_WRITTEN_BY_THIS_RUN
+        finally:
+            catalog_logger.removeFilter(quiet)
+
+
+class _DropMessages(logging.Filter):
+    """Drops the log records of one message template about the given names."""
+
+    def __init__(self, template: str, names) -> None:
+        super().__init__()
+        self.template, self.names = template, set(names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == self.template and record.args and record.args[0] in self.names)
 
 
 class StaleLeaderboardHook:

@@ -7,7 +7,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The main job: DeCLUTR from raw data to a trained, evaluated model and its
-# leaderboard row (the pipeline composes everything it needs; a few minutes on 2 cores).
+# leaderboard row (the pipeline composes everything it needs, the baseline its `vs base`
+# is tested against included; a few minutes on 2 cores). A comma-separated list runs in
+# one `kedro run` with one leaderboard: make run MAIN_PIPELINES=simcse,declutr
 MAIN_PIPELINES ?= declutr
 PYTEST_ARGS ?=
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from contrastive_sentence_embeddings.config import method_configs
-from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters
+from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, leaderboard_pipeline
 from tests.helpers import PROJECT_ROOT
 
 PACKAGE = "src/contrastive_sentence_embeddings"
@@ -87,8 +87,10 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
                 continue
             path = path_of(catalog, name)
             assert path is not None and covered(path, deps), (method, name, path, deps)
-        assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model")]
-        assert expand(train["metrics"], method) == [path_of(catalog, f"{method}.metrics")]
+        # The detailed metrics are outputs: DVC's metrics are the summary (leaderboard stage).
+        assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model"),
+                                                 path_of(catalog, f"{method}.metrics")]
+        assert "metrics" not in train
         curve = catalog.get(f"{method}.training_curve")
         assert expand(train["plots"], method) == [path_of(catalog, f"{method}.training_curve"),
                                                   relative(curve._dev_filepath)]
@@ -101,17 +103,17 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
         for name in scored.inputs():
             if not name.startswith("params:"):
                 assert covered(path_of(catalog, name), deps), (method, name)
-        assert expand(transfer["metrics"], method) == [path_of(catalog, f"{method}.metrics_full")]
+        assert expand(transfer["outs"], method) == [path_of(catalog, f"{method}.metrics_full")]
 
 
 def test_data_stages_write_what_the_catalog_names(project):
     _, _, graph, catalog, stages = project
     prepared = graph.only_nodes_with_tags("data_processing")
     outs = expand(stages["stages"]["data_processing"]["outs"])
-    files = sorted(path_of(catalog, name) for name in prepared.all_outputs() if not name.startswith("report_"))
-    assert sorted(outs) == files
-    reports = {path_of(catalog, name) for name in prepared.all_outputs() if name.startswith("report_")}
-    assert {str(PurePosixPath(p).parent) for p in reports} == set(expand(stages["stages"]["data_processing"]["metrics"]))
+    files = {path_of(catalog, name) for name in prepared.all_outputs() if not name.startswith("report_")}
+    reports = {str(PurePosixPath(path_of(catalog, name)).parent) for name in prepared.all_outputs()
+               if name.startswith("report_")}
+    assert sorted(outs) == sorted(files | reports)
     deps = expand(stages["stages"]["data_processing"]["deps"])
     for name in prepared.inputs():
         if not name.startswith("params:"):
@@ -123,12 +125,17 @@ def test_data_stages_write_what_the_catalog_names(project):
 
 
 def test_baseline_stages_list_the_files_their_parameters_produce(project):
-    params, _, graph, _, stages = project
-    baseline = {re.sub(r"^data/08_reporting/metrics/|\.json$", "", p)
-                for p in expand(stages["stages"]["baseline"]["metrics"])}
-    assert baseline == {f"baseline-{pooling}" for pooling in params["baseline"]["poolings"]}
+    """The metrics of each pooling, and its per-pair predictions: the trained rows' `vs
+    base` needs them, and they are not in git, so a fresh clone's `dvc repro` must see
+    them missing and run the stage."""
+    params, _, graph, catalog, stages = project
+    poolings = params["baseline"]["poolings"]
+    metrics, pairs = path_of(catalog, "baseline_metrics"), path_of(catalog, "baseline_sts_pairs")
+    assert expand(stages["stages"]["baseline"]["outs"]) == [f"{metrics}/baseline-{p}.json" for p in poolings] + [
+        f"{pairs}/baseline-{p}.npz" for p in poolings]
+    assert "metrics" not in stages["stages"]["baseline"]
     transfer = {re.sub(r"^data/08_reporting/metrics_full/|\.json$", "", p)
-                for p in expand(stages["stages"]["baseline_transfer"]["metrics"])}
+                for p in expand(stages["stages"]["baseline_transfer"]["outs"])}
     assert transfer == {f"baseline-{pooling}" for pooling in params["transfer_evaluation"]["baseline_poolings"]}
     node_names = {node.name for node in graph.nodes}
     for stage in ("baseline", "baseline_transfer"):
@@ -180,3 +187,32 @@ def test_every_method_can_be_listed_for_dvc(project):
 
     params = project[0]
     validate_parameters({**params, "dvc": {"train": list(params["methods"]), "transfer": list(params["methods"])}})
+
+
+def test_dvc_metrics_are_the_leaderboard_summary_alone(project):
+    """``dvc metrics show`` and ``dvc exp show`` print every metrics file's every key:
+    only the summary is one; the detailed files are plain outputs (cache: false, in git)."""
+    _, _, graph, catalog, stages = project
+    declared = {stage: expand(spec.get("do", spec).get("metrics")) for stage, spec in stages["stages"].items()}
+    assert {stage: paths for stage, paths in declared.items() if paths} == {
+        "leaderboard": [path_of(catalog, "leaderboard_summary")]}
+    leaderboard = stages["stages"]["leaderboard"]
+    assert leaderboard["cmd"] == "kedro run --pipelines=leaderboard"
+    written = sorted(path_of(catalog, name) for name in leaderboard_pipeline(graph).all_outputs())
+    declared = expand(leaderboard["outs"]) + expand(leaderboard["metrics"]) + expand(leaderboard.get("plots"))
+    assert sorted(declared) == written
+    for entry in [*leaderboard["outs"], *leaderboard["metrics"]]:
+        assert next(iter(entry.values())) == {"cache": False}  # small files, kept in git
+
+
+def test_the_leaderboard_waits_for_every_data_set_written_into_the_folders_it_reads(project):
+    """``leaderboard.is_metrics`` (the names the leaderboard node is ordered after, and
+    the hook's "metrics written" check) names exactly what the graph writes into the
+    metrics folders."""
+    from contrastive_sentence_embeddings.pipelines.leaderboard import is_metrics
+
+    _, _, graph, catalog, _ = project
+    folders = [path_of(catalog, name) for name in ("model_metrics", "full_model_metrics")]
+    for name in graph.all_outputs():
+        path = path_of(catalog, name)
+        assert is_metrics(name) == (path is not None and covered(path, folders)), (name, path)

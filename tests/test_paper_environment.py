@@ -163,10 +163,14 @@ def miniature_mirror(tmp_path_factory, mirror_dir) -> Path:
 def run_order(pipelines: dict) -> list[str]:
     """The user pipelines (all but ``__default__``), each after those whose outputs it
     reads (``evaluation`` scores the models the method pipelines train); otherwise in
-    the registry's order."""
+    the registry's order. The leaderboard's metrics inputs only order it within a run
+    (every pipeline's leaderboard lists every metrics data set), so they are no need."""
+    from contrastive_sentence_embeddings.pipelines.leaderboard import is_metrics
+
     names = [name for name in pipelines if name != "__default__"]
+    reads = {name: {i for i in pipelines[name].inputs() if not is_metrics(i)} for name in names}
     needs = {name: {other for other in names if other != name
-                    and pipelines[name].inputs() & pipelines[other].all_outputs()} for name in names}
+                    and reads[name] & pipelines[other].all_outputs()} for name in names}
     order: list[str] = []
     while len(order) < len(names):
         ready = [name for name in names if name not in order and needs[name] <= set(order)]

@@ -4,19 +4,33 @@ scores, and a new method needs only a parameter block and its name in ``methods`
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import logging
 
 import pandas as pd
 import pytest
 import yaml
+from kedro.io import DataCatalog
+from kedro.pipeline import Pipeline
 
 from contrastive_sentence_embeddings.config import ParameterError, method_configs
+from contrastive_sentence_embeddings.hooks import (
+    NOT_WRITTEN_BY_THIS_RUN,
+    LeaderboardOrderingHook,
+    StaleLeaderboardHook,
+)
 from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, user_pipelines
+from contrastive_sentence_embeddings.pipelines.leaderboard.pipeline import NODE_NAME, is_metrics, ordering_inputs
 from tests.helpers import PROJECT_ROOT, ScratchProject, assert_card_states_the_metrics, base_parameters
 
 RAW = {f"ingest_{source}" for source in ("wiki", "longdocs", "openwebtext", "sts", "nli", "transfer")}
 SENTENCE_STEPS = {"ingest_wiki", "ingest_longdocs", "collect_sentence_candidates", "sample_sentences"}
 SCORING_INPUTS = {"ingest_sts", "ingest_transfer"}
+LEADERBOARD = {"build_leaderboard", "summarise_leaderboard"}
+# A trained row's `vs base` is tested against the baseline's per-pair predictions: every method's pipeline scores it.
+ROW = SCORING_INPUTS | {"baseline.evaluate"} | LEADERBOARD
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +47,8 @@ def node_names(pipeline) -> set[str]:
 def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
     for method in ("scd", "imsimcse"):
-        assert node_names(pipelines[method]) == SENTENCE_STEPS | SCORING_INPUTS | {
-            f"{method}.train", f"{method}.evaluate", f"card.{method}.model_card", "build_leaderboard"}
+        assert node_names(pipelines[method]) == SENTENCE_STEPS | ROW | {
+            f"{method}.train", f"{method}.evaluate", f"card.{method}.model_card"}
     # SimCSE runs for three seeds, summarised into one metrics file; each run has its card. DeCLUTR,
     # the main job, runs once by default (its seeds are a --params away).
     seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
@@ -43,17 +57,17 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     def cards(method):
         return {f"card.{method}.{run}.model_card" for run in ("seed42", "seed43", "seed44")}
 
-    assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | SCORING_INPUTS | {"build_leaderboard"} | {
+    assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | ROW | {
         f"simcse.{node}" for node in seeded | summary} | cards("simcse")
-    assert node_names(pipelines["declutr"]) == SCORING_INPUTS | {
+    assert node_names(pipelines["declutr"]) == ROW | {
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "build_leaderboard", "declutr.train", "declutr.evaluate", "card.declutr.model_card"}
-    assert node_names(pipelines["clsr_stsb"]) == SCORING_INPUTS | {
+        "declutr.train", "declutr.evaluate", "card.declutr.model_card"}
+    assert node_names(pipelines["clsr_stsb"]) == ROW | {
         "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
-        "card.clsr_stsb.model_card", "build_leaderboard"}
-    assert node_names(pipelines["clsr_nli"]) == SCORING_INPUTS | {
+        "card.clsr_stsb.model_card"}
+    assert node_names(pipelines["clsr_nli"]) == ROW | {
         "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
-        "card.clsr_nli.model_card", "build_leaderboard"}
+        "card.clsr_nli.model_card"}
 
 
 def test_the_other_user_pipelines(shipped):
@@ -62,11 +76,11 @@ def test_the_other_user_pipelines(shipped):
     assert node_names(pipelines["data_processing"]) == RAW - {"ingest_transfer"} | {
         "collect_sentence_candidates", "sample_sentences", "build_long_documents", "sample_declutr_spans",
         "extract_stsb_pairs", "extract_nli_pairs"}
-    assert node_names(pipelines["baseline"]) == SCORING_INPUTS | {"baseline.evaluate", "build_leaderboard"}
+    assert node_names(pipelines["baseline"]) == ROW
     # The transfer tasks score the models already trained: no training, no data preparation.
     assert node_names(pipelines["evaluation"]) == {f"transfer.{m}.evaluate" for m in methods} | {
-        "baseline.transfer", "build_leaderboard"}
-    assert node_names(pipelines["leaderboard"]) == {"build_leaderboard"}
+        "baseline.transfer"} | LEADERBOARD
+    assert node_names(pipelines["leaderboard"]) == LEADERBOARD
     every_node = node_names(pipelines["__default__"])
     for name, pipeline in pipelines.items():
         assert node_names(pipeline) <= every_node, name
@@ -99,6 +113,108 @@ def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
             assert f"{run}.metrics" in card.inputs and card.outputs == [f"{run}.model_card"]
     leaderboard = next(node for node in default.nodes if node.name == "build_leaderboard")
     assert set(leaderboard.inputs) >= {f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods}
+
+
+def summed(pipelines, names) -> Pipeline:
+    """What ``kedro run --pipelines=a,b,...`` runs (``KedroSession.run`` sums them the same way)."""
+    combined = Pipeline([])
+    for name in names:
+        combined += pipelines[name]
+    return combined
+
+
+def test_any_user_pipelines_sum_into_one_run_with_one_leaderboard_after_all_its_metrics(shipped):
+    """``--pipelines=simcse,scd`` used to stop at once on two nodes named build_leaderboard."""
+    _, _, pipelines = shipped
+    names = list(pipelines)
+    for combination in [*itertools.combinations(names, 2), tuple(names), ("scd", "simcse", "declutr")]:
+        run = summed(pipelines, combination)
+        order = {node.name: index for index, node in enumerate(run.nodes)}  # Kedro's topological order
+        boards = [node for node in run.nodes if node.name == NODE_NAME]
+        expected = any(NODE_NAME in node_names(pipelines[name]) for name in combination)
+        assert len(boards) == int(expected), combination
+        if not expected:
+            continue
+        writers = {node.name for node in run.nodes if any(is_metrics(output) for output in node.outputs)}
+        assert all(order[writer] < order[NODE_NAME] for writer in writers), combination
+        assert order[NODE_NAME] < order["summarise_leaderboard"]
+
+
+def test_the_leaderboard_is_one_node_waiting_for_every_metrics_data_set_of_the_graph(shipped):
+    _, methods, pipelines = shipped
+    graph = pipelines["__default__"]
+    boards = {next(node for node in pipeline.nodes if node.name == NODE_NAME)
+              for pipeline in pipelines.values() if NODE_NAME in node_names(pipeline)}
+    assert len(boards) == 1  # identical everywhere, which is what lets Kedro merge them
+    [board] = boards
+    every_metrics = {output for output in graph.all_outputs() if is_metrics(output)}
+    assert set(ordering_inputs(board)) == every_metrics
+    runs = {run for method, config in methods.items() for run in config.run_names(method)}
+    assert every_metrics == {"baseline_metrics", "baseline_transfer_metrics"} | {f"{m}.metrics" for m in methods} | {
+        f"{m}.metrics_full" for m in methods} | {f"{run}.metrics" for run in runs}
+    # The per-pair predictions the leaderboard tests with are written by nodes that also write metrics, so
+    # waiting for the metrics waits for them.
+    for node in graph.nodes:
+        if any(output.endswith("sts_pairs") for output in node.outputs):
+            assert any(is_metrics(output) for output in node.outputs), node.name
+
+
+def test_each_method_pipeline_scores_the_baseline_its_vs_base_is_tested_against(shipped):
+    _, methods, pipelines = shipped
+    for method in methods:
+        outputs = pipelines[method].all_outputs()
+        assert {"baseline_sts_pairs", "baseline_metrics", f"{method}.metrics"} <= outputs, method
+        assert "baseline_transfer_metrics" not in outputs  # the transfer tasks stay in `evaluation`
+
+
+def test_the_metrics_a_run_does_not_write_are_not_loaded_by_the_leaderboard(shipped, caplog):
+    """In ``--pipelines=simcse`` the leaderboard's inputs from other methods are free
+    inputs; they get a placeholder (replacing a configured entry without a warning),
+    while what the run writes, and a free input another node reads, are left to the
+    catalog."""
+    from kedro.io import MemoryDataset
+
+    _, _, pipelines = shipped
+    run = summed(pipelines, ["simcse", "leaderboard"])
+    catalog = DataCatalog({"baseline_transfer_metrics": MemoryDataset({"configured": True})})
+    with caplog.at_level(logging.INFO, logger="kedro.io.data_catalog"):
+        LeaderboardOrderingHook().before_pipeline_run(run, catalog)
+    assert not [r for r in caplog.records if "Replacing" in r.getMessage()]
+    assert catalog.load("declutr.metrics") == NOT_WRITTEN_BY_THIS_RUN
+    assert catalog.load("baseline_transfer_metrics") == NOT_WRITTEN_BY_THIS_RUN
+    assert "simcse.metrics" not in catalog and "baseline_metrics" not in catalog  # written by this run
+    # `--nodes=card.declutr.model_card,build_leaderboard`: the card reads declutr.metrics from disk.
+    card = pipelines["__default__"].only_nodes("card.declutr.model_card", NODE_NAME)
+    catalog = DataCatalog()
+    LeaderboardOrderingHook().before_pipeline_run(card, catalog)
+    assert "declutr.metrics" not in catalog and "simcse.metrics" in catalog
+
+
+def test_a_run_that_writes_metrics_without_the_leaderboard_says_how_to_refresh_it(shipped, caplog):
+    _, _, pipelines = shipped
+    nodes = {node.name: node for node in pipelines["__default__"].nodes}
+    hook = StaleLeaderboardHook()
+    with caplog.at_level(logging.WARNING, logger="contrastive_sentence_embeddings.hooks"):
+        # kedro run --namespaces=simcse,card.simcse
+        hook.before_pipeline_run()
+        for name in ("simcse.seed42.metrics", "simcse.metrics", "simcse.seed42.model_card"):
+            hook.after_dataset_saved(name)
+        hook.after_pipeline_run()
+        [warning] = caplog.records
+        assert "simcse.seed42.metrics, simcse.metrics" in warning.getMessage()
+        assert "`kedro run --pipelines=leaderboard`" in warning.getMessage() and "model_card" not in warning.getMessage()
+        caplog.clear()
+        # kedro run --pipelines=simcse: the leaderboard runs after the metrics
+        hook.before_pipeline_run()
+        hook.after_dataset_saved("simcse.metrics")
+        hook.after_node_run(nodes[NODE_NAME])
+        hook.after_pipeline_run()
+        # a run that failed before its leaderboard
+        hook.before_pipeline_run()
+        hook.after_dataset_saved("baseline_metrics")
+        hook.on_pipeline_error()
+        [warning] = caplog.records
+        assert "(baseline_metrics)" in warning.getMessage()
 
 
 def test_methods_read_their_family_inputs_and_their_own_block(shipped):
@@ -139,8 +255,8 @@ def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped
     pipelines = user_pipelines(graph, methods)
     seeded = {f"simcse.seed{seed}.{step}" for seed in (42, 43, 44) for step in ("train", "evaluate")}
     cards = {f"card.simcse.seed{seed}.model_card" for seed in (42, 43, 44)}
-    assert node_names(pipelines["simcse"]) == SCORING_INPUTS | seeded | cards | {
-        "simcse.prepare_sentences", "simcse.aggregate_metrics", "simcse.aggregate_curves", "build_leaderboard"}
+    assert node_names(pipelines["simcse"]) == ROW | seeded | cards | {
+        "simcse.prepare_sentences", "simcse.aggregate_metrics", "simcse.aggregate_curves"}
     # The card states the report of the method's own data, not the built-in steps'.
     card = next(node for node in graph.nodes if node.name == "card.simcse.seed42.model_card")
     assert {i for i in card.inputs if i.startswith("report_")} == {"report_simcse.sentences"}
@@ -239,6 +355,75 @@ def test_a_method_added_by_parameters_alone_trains_for_its_seeds_and_reaches_the
         checkpoints = tmp_path / "data/07_model_output/checkpoints/simcse_t01"
         assert not checkpoints.exists() or not any(p for p in checkpoints.rglob("*") if p.is_file())
         assert "simcse_t01" in set(pd.read_csv(tmp_path / "data/08_reporting/leaderboard.csv")["model"])
+    finally:
+        project.close()
+
+
+@contextlib.contextmanager
+def hook_warnings():
+    """The warnings the project's hooks log during a Kedro session (which sets up its own
+    logging, so pytest's root-level capture would miss them)."""
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    hooks_logger = logging.getLogger("contrastive_sentence_embeddings.hooks")
+    hooks_logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        hooks_logger.removeHandler(handler)
+
+
+@pytest.mark.integration
+def test_two_method_pipelines_run_as_one_with_one_leaderboard_and_their_vs_base(tmp_path, mirror_dir, tiny_bert_dir):
+    """``kedro run --pipelines=simcse,scd`` in a project where nothing was scored before
+    (a fresh clone has no baseline predictions): one run, one leaderboard with both
+    rows, each with its ``vs base`` (the baseline it is tested against is scored in the
+    same run) and the summary DVC shows. Then a run that writes metrics without the
+    leaderboard says so, naming the command that refreshes it."""
+    training = {"max_steps": 2, "eval_every": 2, "batch_size": 16}
+    simcse, scd = base_parameters("simcse", **training), base_parameters("scd", **training)
+    scd["method"] = {**scd["method"], "projector_widths": [64, 64, 64]}  # the tiny encoder has 32 dimensions
+    for block in (simcse, scd):
+        block.update(seeds=None, data={"sentences": "my_sentences.txt"})
+    quick = {"sts_bootstrap_resamples": 20}
+    project = ScratchProject(tmp_path, mirror_dir, {"encoder": str(tiny_bert_dir), "simcse": simcse, "scd": scd,
+                                                    "evaluation": quick, "leaderboard": {"bootstrap_resamples": 50}})
+    words = "river market stone winter garden letter engine harbour silver forest window candle".split()
+    (tmp_path / "my_sentences.txt").write_text(
+        "\n".join(" ".join(words[(i + j) % len(words)] for j in range(4 + i % 5)) + f" {i}." for i in range(64)))
+    try:
+        with hook_warnings() as warnings:
+            project.run(["simcse", "scd"])
+        assert not warnings  # the leaderboard ran after the metrics
+        table = pd.read_csv(tmp_path / "data/08_reporting/leaderboard.csv").set_index("model")
+        poolings = {simcse["pooling"], scd["pooling"]}
+        for pooling in poolings:
+            assert (tmp_path / f"data/07_model_output/sts_pairs/baseline-{pooling}.npz").is_file()
+        for method in ("simcse", "scd"):
+            assert pd.notna(table.loc[method, "delta_vs_base"]) and pd.notna(table.loc[method, "p_vs_base"]), method
+        # The summary DVC shows: the same numbers, rounded.
+        summary = json.loads((tmp_path / "data/08_reporting/summary.json").read_text())
+        assert set(summary) == {"simcse", "scd", "baseline"}
+        for method in ("simcse", "scd"):
+            assert summary[method]["sts_avg"] == round(table.loc[method, "sts_avg"], 2)
+            assert summary[method]["vs_base"] == round(table.loc[method, "delta_vs_base"], 2)
+            assert summary[method]["examples"] == 2 * 16
+        assert set(summary["baseline"]) == set(table.loc[table["method"] == "baseline", "pooling"]) >= poolings
+
+        # A run that writes metrics without the leaderboard (as `--namespaces=simcse` does; here a re-scoring
+        # with nothing but the identity to score, to be quick) leaves the table as it was, and says so.
+        board = (tmp_path / "data/08_reporting/leaderboard.csv").read_bytes()
+        with hook_warnings() as warnings:
+            project.run(["__default__"], node_names=["simcse.evaluate"],
+                        params={"evaluation": {"sts": False, "alignment": False}})
+        [warning] = warnings
+        assert "(simcse.metrics)" in warning and "`kedro run --pipelines=leaderboard`" in warning
+        assert (tmp_path / "data/08_reporting/leaderboard.csv").read_bytes() == board
     finally:
         project.close()
 

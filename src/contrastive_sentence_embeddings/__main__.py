@@ -1,15 +1,25 @@
 """Contrastive Sentence Embeddings file for ensuring the package is executable
 as `contrastive-sentence-embeddings` and `python -m contrastive_sentence_embeddings`
+(= `kedro run`, with the same options), and
+`contrastive-sentence-embeddings experiments`: DVC's experiments ranked by STS avg
+(:mod:`contrastive_sentence_embeddings.experiments`).
 """
 import sys
 from pathlib import Path
 from typing import Any
 
-from kedro.framework.cli.utils import find_run_command
-from kedro.framework.project import configure_project
-
 
 def main(*args, **kwargs) -> Any:
+    argv = list(args[0]) if args and args[0] is not None else sys.argv[1:]
+    if argv[:1] == ["experiments"]:
+        # Before Kedro is imported: importing it sets up (and announces) its logging.
+        from contrastive_sentence_embeddings.experiments import main as rank_experiments
+
+        sys.exit(rank_experiments(argv[1:]))
+
+    from kedro.framework.cli.utils import find_run_command
+    from kedro.framework.project import configure_project
+
     package_name = Path(__file__).parent.name
     configure_project(package_name)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from contrastive_sentence_embeddings.config import (
     validate_parameters,
 )
 from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
+
+logger = logging.getLogger(__name__)
 
 
 class SingleProcessRunHook:
@@ -93,3 +96,93 @@ class SeedRunsHook:
             for run, seed in config.run_names(name).items():
                 if seed is not None:
                     catalog[f"params:{run}"] = seeded_block(parameters[name], seed)
+
+
+# What the leaderboard node is given for a metrics data set it waits for but that the
+# run does not write: it reads the metrics folders, never this.
+NOT_WRITTEN_BY_THIS_RUN = "not written by this run"
+
+
+class LeaderboardOrderingHook:
+    """The leaderboard node is the same in every user pipeline, so it lists every
+    metrics data set of the graph as an input, to be run after those the run writes
+    (``pipelines.leaderboard``). Those the run does not write would be loaded from disk,
+    and a method never run has no file: before the run, each such input, read by no
+    other node, gets a placeholder in the catalog instead."""
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline, catalog) -> None:
+        from contrastive_sentence_embeddings.pipelines.leaderboard.pipeline import NODE_NAME, ordering_inputs
+
+        board = next((node for node in pipeline.nodes if node.name == NODE_NAME), None)
+        if board is None:
+            return
+        free = pipeline.inputs()
+        read_elsewhere = {name for node in pipeline.nodes if node is not board for name in node.inputs}
+        placeholders = [name for name in ordering_inputs(board) if name in free and name not in read_elsewhere]
+        # Replacing a configured entry is the point here; Kedro would warn about each one.
+        catalog_logger = logging.getLogger("kedro.io.data_catalog")
+        quiet = _DropMessages("Replacing dataset '%s'", placeholders)
+        catalog_logger.addFilter(quiet)
+        try:
+            for name in placeholders:
+                catalog[name] = NOT_WRITTEN_BY_THIS_RUN
+        finally:
+            catalog_logger.removeFilter(quiet)
+
+
+class _DropMessages(logging.Filter):
+    """Drops the log records of one message template about the given names."""
+
+    def __init__(self, template: str, names) -> None:
+        super().__init__()
+        self.template, self.names = template, set(names)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == self.template and record.args and record.args[0] in self.names)
+
+
+class StaleLeaderboardHook:
+    """A run that writes metrics without the leaderboard node (``kedro run
+    --namespaces=simcse,card.simcse``, which DVC's train stages run, or ``--nodes=...``)
+    leaves ``leaderboard.{md,csv}`` and ``summary.json`` on the previous results; this
+    says so once, at the end of the run (or when it fails), with the command that
+    refreshes them."""
+
+    def __init__(self) -> None:
+        self._written: list[str] = []
+
+    @hook_impl
+    def before_pipeline_run(self) -> None:
+        self._written = []
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str) -> None:
+        from contrastive_sentence_embeddings.pipelines.leaderboard.pipeline import is_metrics
+
+        if is_metrics(dataset_name):
+            self._written.append(dataset_name)
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        from contrastive_sentence_embeddings.pipelines.leaderboard.pipeline import NODE_NAME
+
+        if node.name == NODE_NAME:
+            self._written = []  # the leaderboard has read every metrics file saved so far
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._warn_if_stale()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._warn_if_stale()
+
+    def _warn_if_stale(self) -> None:
+        if self._written:
+            logger.warning(
+                "This run wrote new metrics (%s) but did not rebuild the leaderboard: "
+                "data/08_reporting/leaderboard.{md,csv} and summary.json still show the previous results. "
+                "Refresh them with `kedro run --pipelines=leaderboard` (DVC: `dvc repro leaderboard`).",
+                ", ".join(self._written))
+            self._written = []

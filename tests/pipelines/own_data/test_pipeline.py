@@ -86,8 +86,7 @@ def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     scratch.close()
 
 
-# One run per method (a run of two method pipelines would hold two leaderboard nodes), each
-# only when a test asks for it.
+# One run per method, each only when a test asks for it.
 @pytest.fixture(scope="module")
 def simcse_run(project):
     # What `kedro run --pipelines=simcse --params "simcse.data.sentences=my_sentences.txt"` passes.

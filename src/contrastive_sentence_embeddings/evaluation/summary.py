@@ -1,0 +1,70 @@
+"""The leaderboard in a few numbers: ``data/08_reporting/summary.json``, the metrics
+file DVC shows (``dvc exp show``, ``dvc metrics show``, ``dvc metrics diff``) and the
+one ``contrastive-sentence-embeddings experiments`` ranks by. The detailed metrics
+files stay where the leaderboard reads them; this keeps only what compares runs::
+
+    {"<model>": {"sts_avg": 79.23, "vs_base": 0.35, "p": 0.001, "examples": 336, "seconds": 181},
+     ...,
+     "baseline": {"<pooling>": 78.87, ...}}
+
+one entry per trained model of the leaderboard (a seeded method's entry is its
+summary over seeds; its single seeds' rows are left to the leaderboard) and the
+untrained encoder's STS average for each pooling. ``vs_base`` is the STS average
+minus the baseline's with the same pooling and ``p`` its paired bootstrap p-value
+(the leaderboard's ``delta_vs_base``, ``p_vs_base``); ``examples`` the training
+examples seen, ``seconds`` the training time. A value the leaderboard does not have
+is left out (DVC shows ``-``). Keys are short on purpose: DVC's column headers are
+``<model>.<key>``, and ``dvc exp show`` must fit a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+import pandas as pd
+
+BASELINE = "baseline"
+# One seed's run of a seeded method: <method>.seed<k>.
+SEED_RUN = re.compile(r".+\.seed\d+")
+REQUIRED_COLUMNS = ("model", "method", "pooling", "sts_avg")
+# summary key -> (leaderboard column, digits kept; 0 for a count or whole seconds)
+TRAINED_FIELDS = {
+    "sts_avg": ("sts_avg", 2),
+    "vs_base": ("delta_vs_base", 2),
+    "p": ("p_vs_base", 3),
+    "examples": ("examples_seen", 0),
+    "seconds": ("train_seconds", 0),
+}
+
+
+def _number(value, digits: int) -> float | int | None:
+    """``value`` rounded, or None when the cell holds no number (empty, or a note)."""
+    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    if number is None or (isinstance(number, float) and math.isnan(number)):
+        return None
+    return int(round(number)) if digits == 0 else round(float(number), digits)
+
+
+def leaderboard_summary(table: pd.DataFrame) -> dict[str, Mapping]:
+    """The summary (module docstring) of the leaderboard ``table``
+    (``data/08_reporting/leaderboard.csv``)."""
+    missing = [column for column in REQUIRED_COLUMNS if column not in table.columns]
+    if missing:
+        raise ValueError(f"the leaderboard table has no {', '.join(missing)} column: cannot summarise it")
+    summary: dict[str, Mapping] = {}
+    baseline: dict[str, float] = {}
+    for row in table.to_dict("records"):
+        if row["method"] == BASELINE:
+            score = _number(row["sts_avg"], 2)
+            if score is not None:
+                baseline[str(row["pooling"])] = score
+            continue
+        if SEED_RUN.fullmatch(str(row["model"])):
+            continue
+        fields = {key: _number(row.get(column), digits) for key, (column, digits) in TRAINED_FIELDS.items()}
+        summary[str(row["model"])] = {key: value for key, value in fields.items() if value is not None}
+    if baseline:
+        summary[BASELINE] = baseline
+    return summary

@@ -1,0 +1,226 @@
+"""DVC experiments ranked by a method's STS average:
+``contrastive-sentence-embeddings experiments``.
+
+It reads ``dvc exp show --json`` (the commit's row and its experiments: run, running,
+queued or failed), takes each one's summary (``data/08_reporting/summary.json``,
+``evaluation.summary``) and the parameters that differ between them, and prints one
+row per experiment, best first::
+
+    rank  experiment          simcse STS avg  vs base      p  examples  seconds  learning_rate  seed
+       1  exp-3a1b2 (9b41432)          79.54    +0.31  0.150      7680      612          1e-05    42
+
+Experiments without a score (queued, running, failed) follow, unranked, with their
+state. The functions below are pure (they take the parsed JSON); :func:`main` runs DVC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SUMMARY_FILE = "data/08_reporting/summary.json"
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One row of ``dvc exp show``: ``name`` (the experiment's, or the branch's for the
+    commit row), ``rev`` (short commit), ``state`` (``commit`` for the commit the
+    experiments derive from; else DVC's: ``success``, ``running``, ``queued``,
+    ``failed``), ``params`` flattened to ``<file>:<dotted.key>``, and its summary."""
+
+    name: str
+    rev: str
+    state: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    summary: Mapping[str, Mapping] = field(default_factory=dict)
+
+
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _experiment(name: str, revision: Mapping, state: str) -> Experiment:
+    data = revision.get("data") or {}
+    params = {f"{file}:{key}": value for file, content in (data.get("params") or {}).items()
+              for key, value in flatten((content or {}).get("data") or {}).items()}
+    summary = ((data.get("metrics") or {}).get(SUMMARY_FILE) or {}).get("data") or {}
+    if revision.get("error") and state in ("success", "commit"):
+        state = "failed"
+    return Experiment(name, str(revision.get("rev") or "")[:7], state, params, summary)
+
+
+def read_experiments(show: Sequence[Mapping]) -> list[Experiment]:
+    """The commits and experiments of ``dvc exp show --json`` (the workspace row left
+    out: it repeats the commit's or the last experiment's results)."""
+    if not isinstance(show, Sequence) or any(not isinstance(entry, Mapping) for entry in show):
+        raise ValueError("dvc exp show --json: expected a list of commit entries")
+    experiments = []
+    for entry in show:
+        if entry.get("rev") == "workspace":
+            continue
+        experiments.append(_experiment(entry.get("name") or str(entry.get("rev"))[:7], entry, "commit"))
+        for experiment in entry.get("experiments") or []:
+            state = (experiment.get("executor") or {}).get("state") or "success"
+            for revision in (experiment.get("revs") or [])[:1]:
+                experiments.append(_experiment(experiment.get("name") or revision.get("name") or "", revision, state))
+    return experiments
+
+
+def changed_params(experiments: Iterable[Experiment]) -> list[str]:
+    """The parameters whose value is not the same in every experiment, in file order."""
+    experiments = list(experiments)
+    keys = list(dict.fromkeys(key for experiment in experiments for key in experiment.params))
+    missing = object()
+    return [key for key in keys
+            if len({json.dumps(e.params.get(key, missing), sort_keys=True, default=str) for e in experiments}) > 1]
+
+
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each ``<file>:<dotted.key>`` as its shortest dotted suffix that no other key of
+    ``keys`` ends with (``simcse.training.learning_rate`` -> ``learning_rate``)."""
+    names = {}
+    for key in keys:
+        parts = key.split(":", 1)[-1].split(".")
+        for length in range(1, len(parts) + 1):
+            candidate = ".".join(parts[-length:])
+            clashes = [other for other in keys if other != key
+                       and (other.split(":", 1)[-1] == candidate or other.split(":", 1)[-1].endswith("." + candidate))]
+            if not clashes:
+                names[key] = candidate
+                break
+        else:
+            names[key] = key
+    return names
+
+
+def trained_models(experiments: Iterable[Experiment]) -> list[str]:
+    return list(dict.fromkeys(model for e in experiments for model in e.summary if model != BASELINE))
+
+
+def sts_avg(experiment: Experiment, model: str) -> float | None:
+    value = (experiment.summary.get(model) or {}).get("sts_avg")
+    return float(value) if isinstance(value, (int, float)) and not math.isnan(value) else None
+
+
+def default_model(experiments: Sequence[Experiment]) -> str | None:
+    """The model to rank by when none is named: the first whose STS average differs
+    between the experiments (what the grid changed), else the first trained model."""
+    models = trained_models(experiments)
+    for model in models:
+        if len({sts_avg(e, model) for e in experiments if sts_avg(e, model) is not None}) > 1:
+            return model
+    return models[0] if models else None
+
+
+def rank(experiments: Sequence[Experiment], model: str) -> tuple[list[Experiment], list[Experiment]]:
+    """Those with an STS average for ``model``, best first; and the others, in order."""
+    scored = [e for e in experiments if sts_avg(e, model) is not None]
+    return sorted(scored, key=lambda e: -sts_avg(e, model)), [e for e in experiments if sts_avg(e, model) is None]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
+    """The ranked table (module docstring): ``model``'s STS average, its difference to
+    the baseline with its p-value, examples seen, training seconds, and the parameters
+    that differ between the experiments."""
+    ranked, unranked = rank(experiments, model)
+    params = changed_params(experiments)
+    names = short_names(params)
+    header = ["rank", "experiment", f"{model} STS avg", "vs base", "p", "examples", "seconds", *names.values()]
+    rows = []
+    for position, experiment in enumerate([*ranked, *unranked], start=1):
+        scored = position <= len(ranked)
+        scores = experiment.summary.get(model) or {}
+        difference = scores.get("vs_base")
+        rows.append([
+            str(position) if scored else "-",
+            f"{experiment.name} ({experiment.rev})" if experiment.rev and experiment.rev != experiment.name
+            else experiment.name,
+            _cell(scores.get("sts_avg")) if scored else experiment.state,
+            "-" if difference is None else f"{difference:+.2f}",
+            "-" if scores.get("p") is None else f"{scores['p']:.3f}",
+            _cell(scores.get("examples")),
+            _cell(scores.get("seconds")),
+            *(_cell(experiment.params.get(key)) for key in params),
+        ])
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    left = {1}  # the experiment's name; numbers and states right-aligned
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), *map(line, rows)])
+
+
+def dvc_exp_show(extra: Sequence[str] = ()) -> list:
+    """``dvc exp show --json`` run in the working directory, parsed."""
+    command = [sys.executable, "-m", "dvc", "exp", "show", "--json", *extra]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`dvc exp show --json` failed (exit {done.returncode}): {done.stderr.strip()}")
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError as error:
+        raise RuntimeError(f"`dvc exp show --json` printed no JSON ({error}): {done.stdout[:200]!r}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="contrastive-sentence-embeddings experiments",
+        description="Rank DVC experiments (dvc exp show) by a model's STS average in "
+                    f"{SUMMARY_FILE}, with the parameters that differ between them.")
+    parser.add_argument("--method", help="the method (its entry in the summary) to rank by, e.g. simcse; default: "
+                                         "the first whose STS average differs between the experiments")
+    parser.add_argument("-A", "--all-commits", action="store_true",
+                        help="the experiments of every commit, not only of the current one (dvc exp show -A)")
+    parser.add_argument("--json", metavar="FILE", help="read a saved `dvc exp show --json` output instead of running DVC")
+    args = parser.parse_args(argv)
+    try:
+        if args.json:
+            with open(args.json, encoding="utf-8") as handle:
+                show = json.load(handle)
+        else:
+            show = dvc_exp_show(["-A"] if args.all_commits else [])
+        experiments = read_experiments(show)
+    except (OSError, RuntimeError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    model = args.method or default_model(experiments)
+    if model is None:
+        print(f"no experiment has a summary ({SUMMARY_FILE}): run one, e.g. `dvc exp run`, or queue a grid "
+              "with `dvc exp run --queue -S ...` and `dvc queue start`", file=sys.stderr)
+        return 1
+    known = trained_models(experiments)
+    if model not in known:
+        print(f"error: no experiment's summary has {model!r}; it has: {', '.join(known)}", file=sys.stderr)
+        return 1
+    print(f"{len(experiments)} experiment(s), ranked by {model}'s STS avg ({SUMMARY_FILE}):")
+    print(ranking_table(experiments, model))
+    if all(experiment.state == "commit" for experiment in experiments):
+        print("(no DVC experiment yet, only the commit's results: queue a grid with `dvc exp run --queue -S ...` "
+              "and run it with `dvc queue start`)", file=sys.stderr)
+    return 0

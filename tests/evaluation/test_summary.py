@@ -1,0 +1,56 @@
+"""The leaderboard's summary (``data/08_reporting/summary.json``, DVC's metrics): one
+short entry per trained model and the baseline's STS average per pooling, the same
+numbers as the table, rounded."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from contrastive_sentence_embeddings.evaluation.summary import leaderboard_summary
+from tests.helpers import PROJECT_ROOT
+
+
+def row(model, method, pooling, sts_avg, **more):
+    return {"model": model, "method": method, "pooling": pooling, "sts_avg": sts_avg, **more}
+
+
+def test_trained_models_and_baseline_poolings_with_the_tables_numbers_rounded():
+    table = pd.DataFrame([
+        row("baseline-mean", "baseline", "mean", 78.87401),
+        row("baseline-cls", "baseline", "cls", 73.33428),
+        row("declutr", "declutr", "mean", 79.22864, delta_vs_base=0.35462, p_vs_base=0.001, examples_seen=336.0,
+            train_seconds=180.6),
+        row("simcse", "simcse", "cls_before_pooler", 76.61723, delta_vs_base=-0.2, p_vs_base=0.0421,
+            examples_seen=7680.0, train_seconds=976.6667, n_seeds=3),
+        row("simcse.seed42", "simcse", "cls_before_pooler", 76.6513, examples_seen=7680.0, train_seconds=1233.2),
+    ])
+    assert leaderboard_summary(table) == {
+        "declutr": {"sts_avg": 79.23, "vs_base": 0.35, "p": 0.001, "examples": 336, "seconds": 181},
+        "simcse": {"sts_avg": 76.62, "vs_base": -0.2, "p": 0.042, "examples": 7680, "seconds": 977},
+        "baseline": {"mean": 78.87, "cls": 73.33},
+    }
+
+
+def test_a_value_the_table_lacks_or_explains_is_left_out():
+    table = pd.DataFrame([
+        row("imsimcse", "imsimcse", "cls_before_pooler", 76.96, delta_vs_base=None, p_vs_base="no baseline predictions",
+            examples_seen=float("nan"), train_seconds=600.4),
+    ])
+    assert leaderboard_summary(table) == {"imsimcse": {"sts_avg": 76.96, "seconds": 600}}
+
+
+def test_a_table_without_the_columns_it_needs_is_refused():
+    with pytest.raises(ValueError, match="no pooling, sts_avg column"):
+        leaderboard_summary(pd.DataFrame([{"model": "x", "method": "y"}]))
+
+
+def test_the_committed_leaderboard_summarises_to_its_own_rows():
+    table = pd.read_csv(PROJECT_ROOT / "data/08_reporting/leaderboard.csv")
+    summary = leaderboard_summary(table)
+    trained = table[(table["method"] != "baseline") & ~table["model"].str.contains(r"\.seed\d+$")]
+    assert set(summary) == set(trained["model"]) | {"baseline"}
+    for record in trained.to_dict("records"):
+        assert summary[record["model"]]["sts_avg"] == round(record["sts_avg"], 2)
+    baselines = table[table["method"] == "baseline"]
+    assert summary["baseline"] == {r["pooling"]: round(r["sts_avg"], 2) for r in baselines.to_dict("records")}

@@ -5,9 +5,9 @@ sentences, the transfer tasks cut to MRPC. Only ``conf/base/parameters.yml``'s `
 block (which methods DVC trains) and a ``conf/tiny`` environment (``KEDRO_ENV=tiny``)
 differ from the project.
 
-About 4.5 min on 2 CPU cores shared with other work (measured: the full ``dvc exp
-run`` 157 s, the queued grid of 2 runs, train@simcse and the leaderboard only, 87 s;
-about half that on idle cores).
+About 2.5 min on 2 CPU cores (measured: the full ``dvc exp run`` 65 s, the queued grid
+of 2 runs, train@simcse and the leaderboard only, 71 s), 4.5 min when other work
+shares the cores.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class ScratchProject:
-    """A copy of the project's configuration in a scratch folder (the package itself
-    is installed), chdir-ed into, reading the mirror. ``run`` goes through
-    ``KedroSession`` like ``kedro run``."""
+    """A copy of the project's configuration (``conf/`` and the ``params.yaml`` overlay)
+    in a scratch folder (the package itself is installed), chdir-ed into, reading the
+    mirror. ``run`` goes through ``KedroSession`` like ``kedro run``."""
 
     def __init__(self, root: Path, mirror: Path, parameters: dict | None = None):
         import shutil
@@ -26,6 +26,7 @@ class ScratchProject:
 
         self.root = root
         shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
+        shutil.copy(PROJECT_ROOT / "params.yaml", root)
         shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
         (root / "conf" / "local").mkdir()
         if parameters:  # conf/local overrides conf/base key by key, as on a user's machine
@@ -51,13 +52,11 @@ class ScratchProject:
 
 def base_parameters(block: str, **training) -> dict:
     """The ``block`` of ``conf/base/parameters_<block>.yml`` as the project resolves it
-    (globals interpolated), with ``training`` settings overridden: a method's shipped
+    (shared values filled in), with ``training`` settings overridden: a method's shipped
     defaults, shortened for a test run."""
-    from kedro.config import OmegaConfigLoader
+    from contrastive_sentence_embeddings.config_loader import project_parameters
 
-    loader = OmegaConfigLoader(str(PROJECT_ROOT / "conf"), base_env="base", default_run_env="local",
-                               merge_strategy={"parameters": "soft"})
-    params = dict(loader["parameters"][block])
+    params = dict(project_parameters(PROJECT_ROOT)[block])
     params["training"] = {**params["training"], **training}
     return params
 

@@ -5,6 +5,7 @@ renamed data set or a new input cannot leave a stage with stale dependencies."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import PurePosixPath
@@ -13,7 +14,12 @@ import pytest
 import yaml
 
 from contrastive_sentence_embeddings.config import method_configs
-from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, leaderboard_pipeline
+from contrastive_sentence_embeddings.pipeline_registry import (
+    build_graph,
+    graph_parameters,
+    leaderboard_pipeline,
+    user_pipelines,
+)
 from tests.helpers import PROJECT_ROOT
 
 PACKAGE = "src/contrastive_sentence_embeddings"
@@ -159,6 +165,98 @@ def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project
     template = json.loads((PROJECT_ROOT / ".dvc/plots/curve.json").read_text())
     assert template["data"] == {"values": "<DVC_METRIC_DATA>"}
     assert expand(stages["stages"]["leaderboard"]["plots"]) == [path_of(catalog, "alignment_uniformity_plot")]
+
+
+# --- parameters: what each stage lists --------------------------------------------------
+OVERLAY = "params.yaml"
+SHARED_FILE = "conf/base/parameters.yml"
+
+
+def listed_params(stage: dict, item: str | None = None) -> dict[str, list[str] | None]:
+    """A stage's ``params:`` as {file: keys} (None: the whole file), ``${item}`` filled in."""
+    listed: dict[str, list[str] | None] = {}
+    for entry in stage.get("params") or []:
+        if isinstance(entry, str):  # a key of params.yaml, DVC's default file
+            listed.setdefault(OVERLAY, []).append(entry)
+            continue
+        for file, keys in entry.items():
+            file = file.replace("${item}", item) if item else file
+            listed[file] = None if keys is None else [k.replace("${item}", item) if item else k for k in keys]
+    return listed
+
+
+def stage_nodes(stages: dict, graph, methods, name: str, method: str | None = None):
+    """The graph's nodes a stage's ``kedro run`` command runs."""
+    stage = stages["stages"][name]
+    cmd = stage["do"]["cmd"].replace("${item}", method) if method else stage["cmd"]
+    option, _, value = cmd.removeprefix("kedro run ").partition("=")
+    if option == "--tags":
+        return graph.only_nodes_with_tags(*value.split(","))
+    if option == "--namespaces":
+        return graph.only_nodes_with_namespaces(value.split(","))
+    if option == "--nodes":
+        return graph.filter(node_names=value.split(","))
+    assert option == "--pipelines", cmd
+    return user_pipelines(graph, methods)[value]
+
+
+def shared_values_read(nodes, params: dict) -> set[str]:
+    """The shared values (encoder, seed, on_bad_input) that reach ``nodes``: read
+    directly (``params:seed``) or through a key that inherits it when null (a method's
+    ``training.seed``, ``data_processing``'s sampling seeds, the ``on_bad_input`` keys)."""
+    from contrastive_sentence_embeddings.config import SHARED_VALUES, inheriting_keys
+
+    read = set()
+    for name in nodes.inputs():
+        if not name.startswith("params:"):
+            continue
+        path = re.sub(r"\.seed\d+$", "", name.removeprefix("params:"))  # a seeded run reads its method's block
+        if path in SHARED_VALUES:
+            read.add(path)
+        read |= {shared for key, shared in inheriting_keys(params).items()
+                 if key == path or key.startswith(f"{path}.") or path.startswith(f"{key}.")}
+    return read
+
+
+def test_every_stage_lists_the_shared_values_and_overlay_keys_that_reach_it(project):
+    """``dvc exp run -S seed=43`` (params.yaml) or a changed shared value in
+    conf/base/parameters.yml must rerun every stage the value reaches, and only those;
+    a method's params.yaml block reruns its train stage."""
+    params, methods, graph, _, stages = project
+    overlay = yaml.safe_load((PROJECT_ROOT / OVERLAY).read_text())
+    instances = [(name, None) for name, stage in stages["stages"].items() if "foreach" not in stage]
+    instances += [(name, method) for name in ("train", "transfer") for method in methods]
+    for name, method in instances:
+        stage = stages["stages"][name]["do"] if method else stages["stages"][name]
+        listed = listed_params(stage, method)
+        reached = shared_values_read(stage_nodes(stages, graph, methods, name, method), params)
+        assert set(listed.get(SHARED_FILE) or []) == reached, (name, method, listed.get(SHARED_FILE), reached)
+        expected = {key for key in reached if key in overlay} | ({method} if name == "train" else set())
+        assert set(listed.get(OVERLAY) or []) == expected, (name, method, listed.get(OVERLAY))
+    # The seed reaches data preparation and every training, not the baseline's scores.
+    assert "seed" in listed_params(stages["stages"]["data_processing"])[OVERLAY]
+    assert "seed" not in (listed_params(stages["stages"]["baseline"]).get(OVERLAY) or [])
+
+
+def test_the_overlay_lists_only_parameters_of_the_configuration_all_null(project):
+    """params.yaml's keys are parameters of conf/ (base, and base + paper), every value
+    null ("as configured"); every method has its block, so any `dvc.train` list finds
+    the keys its train stages list."""
+    from contrastive_sentence_embeddings.config import has_key, leaf_keys
+    from contrastive_sentence_embeddings.config_loader import project_parameters
+
+    params, methods, _, _, _ = project
+    overlay = yaml.safe_load((PROJECT_ROOT / OVERLAY).read_text())
+    paper = project_parameters(PROJECT_ROOT, env="paper")
+    keys = leaf_keys(overlay)
+    assert keys and all(has_key(params, key) and has_key(paper, key) for key in keys), [
+        key for key in keys if not (has_key(params, key) and has_key(paper, key))]
+    assert all(overlay_value is None for overlay_value in (
+        functools.reduce(lambda node, part: node[part], key.split("."), overlay) for key in keys))
+    assert set(methods) <= set(overlay)
+    for method in methods:  # the knobs the docs promise, per method
+        assert {f"{method}.training.{k}" for k in ("learning_rate", "batch_size", "max_steps", "epochs")} | {
+            f"{method}.seeds"} <= set(keys), method
 
 
 def test_bytecode_does_not_count_as_a_code_change():

@@ -92,11 +92,9 @@ def has_path(tree: dict, path: str) -> bool:
 
 def paper_parameters(conf: Path = PROJECT_ROOT / "conf") -> dict:
     """conf/base with conf/paper merged in, as ``kedro run --env paper`` loads them."""
-    from kedro.config import OmegaConfigLoader
+    from contrastive_sentence_embeddings.config_loader import project_parameters
 
-    from contrastive_sentence_embeddings.settings import CONFIG_LOADER_ARGS
-
-    return dict(OmegaConfigLoader(str(conf), env=ENV, **CONFIG_LOADER_ARGS)["parameters"])
+    return project_parameters(conf.parent, env=ENV)
 
 
 def paper_files() -> dict:
@@ -210,7 +208,7 @@ def test_a_misspelt_override_stops_the_paper_run_before_any_node(tmp_path, mirro
     try:
         with pytest.raises(ParameterError, match=r"simcse\.training\.max_step\b") as error:
             scratch.run(["simcse"], env=ENV, params={"simcse": {"training": {"max_step": 3}}})
-        assert "not in any parameters file: from --params?" in str(error.value)
+        assert "(set in --params)" in str(error.value) and "did you mean max_steps?" in str(error.value)
         assert not (tmp_path / "data" / "01_raw").exists()  # stopped before the first node
     finally:
         scratch.close()

@@ -12,11 +12,20 @@ The library keeps its own dataclasses (``TrainingConfig``, ``SpanConfig``,
 ``EvaluationSettings``, each method's hyper-parameters); this module only says which
 of them parses which block, and adds the blocks that belong to the wiring: a method's
 block (:class:`MethodConfig`) and the top-level ``methods`` list.
+
+The values several blocks share (``encoder``, ``seed``, ``on_bad_input``) are plain
+top-level parameters: a block's key left null takes the shared value
+(:func:`with_shared_values`, applied once where the parameters are loaded,
+``config_loader.ProjectConfigLoader``), so every node, hook and check sees the same
+resolved blocks, and DVC, which cannot read Kedro's interpolations, can read and set
+every parameter file.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,11 +41,13 @@ ON_BAD_INPUT = ("skip", "error")
 
 class ParameterError(ValueError):
     """A parameter block that does not parse: unknown key, missing key or bad value.
-    ``key`` is the dotted path of the offending key, when there is one."""
+    ``key`` is the dotted path of the offending key, when there is one; for an unknown
+    key, ``accepted`` lists the keys its block takes (what "did you mean" picks from)."""
 
-    def __init__(self, message: str, key: str | None = None):
+    def __init__(self, message: str, key: str | None = None, accepted: Iterable[str] | None = None):
         super().__init__(message)
         self.key = key
+        self.accepted = sorted(accepted) if accepted is not None else None
 
 
 def _check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:
@@ -48,7 +59,7 @@ def _check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) 
         raise ParameterError(
             f"unknown parameter(s) {', '.join(f'{where}.{key}' for key in unknown)}; "
             f"{where} takes: {', '.join(sorted(known))}",
-            key=f"{where}.{unknown[0]}",
+            key=f"{where}.{unknown[0]}", accepted=known,
         )
     missing = sorted(set(required) - set(params))
     if missing:
@@ -274,7 +285,8 @@ def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, w
     try:
         return EvaluationSettings.from_params(merged)
     except ValueError as error:
-        raise ParameterError(f"{where}: {error}", key=_named_key(error, where)) from error
+        raise ParameterError(f"{where}: {error}", key=_named_key(error, where),
+                             accepted=_accepted_if_unknown(error, EvaluationSettings)) from error
 
 
 # --- your own data ---------------------------------------------------------------------
@@ -490,7 +502,7 @@ class MethodConfig:
         if unknown_inputs:
             raise ParameterError(f"unknown parameter(s) {', '.join(f'{name}.data.{k}' for k in unknown_inputs)}; "
                                  f"the {kind.family} pipeline reads: {', '.join(family)}",
-                                 key=f"{name}.data.{unknown_inputs[0]}")
+                                 key=f"{name}.data.{unknown_inputs[0]}", accepted=family)
         config.sources(name)  # every own-data source parses, or the error names it
         if config.max_examples is not None and int(config.max_examples) < 1:
             raise ParameterError(f"{name}.max_examples must be a positive integer or null", key=f"{name}.max_examples")
@@ -501,15 +513,16 @@ class MethodConfig:
                 raise ParameterError(f"{name}.seeds must be null or a list of distinct non-negative integers, "
                                      f"got {seeds!r}", key=f"{name}.seeds")
         parsed = {}
-        for what, parse in (("method", lambda p: kind.from_params(p)),
-                            ("training", lambda p: TrainingConfig.from_params(dict(p)))):
+        for what, parse, schema in (("method", lambda p: kind.from_params(p), kind),
+                                    ("training", lambda p: TrainingConfig.from_params(dict(p)), TrainingConfig)):
             try:
                 parsed[what] = parse(dict(getattr(config, what) or {}))
             except ValueError as error:
                 key = _named_key(error, f"{name}.{what}")
                 if key and str(error).startswith(f"{key.rsplit('.', 1)[-1]} must"):  # "x must be ...": say whose x
                     raise ParameterError(f"{name}.{what}.{error}", key=key) from error
-                raise ParameterError(f"{name}.{what}: {error}", key=key) from error
+                raise ParameterError(f"{name}.{what}: {error}", key=key,
+                                     accepted=_accepted_if_unknown(error, schema)) from error
         if kind.family not in FANOUT_FAMILIES and parsed["training"].num_processes != 1:
             raise ParameterError(
                 f"{name}.training.num_processes must be 1 for {config.kind}: the {kind.family} family trains a small "
@@ -580,15 +593,17 @@ def seeded_block(block: Mapping, seed: int) -> dict:
     return {**block, "training": training}
 
 
-def run_blocks(parameters: Mapping) -> dict[str, dict]:
-    """Every run's parameter block as its training node receives it, ``{run name:
-    block}``: a method's block for its one run, or :func:`seeded_block` for each of its
-    ``seeds`` (``<method>.seed<k>``). The leaderboard compares a result's recorded block
-    with these to tell whether it is still today's."""
-    blocks = {}
-    for name, config in method_configs(parameters).items():
+def run_blocks(params: Mapping) -> dict[str, dict]:
+    """The block every training run of the project trains with, by run name: a method's
+    block (``<method>``) or, for a method with ``seeds``, one :func:`seeded_block` per
+    seed (``<method>.seed<k>``); the shared values filled in. This is exactly what each
+    run's training node receives as ``params:<run>`` (hooks.SeedRunsHook puts the
+    seeded ones in the catalog), so a hash of it identifies the run's configuration."""
+    params = with_shared_values(params)
+    blocks: dict[str, dict] = {}
+    for name, config in method_configs(params).items():
         for run, seed in config.run_names(name).items():
-            blocks[run] = dict(parameters[name]) if seed is None else seeded_block(parameters[name], seed)
+            blocks[run] = dict(params[name]) if seed is None else seeded_block(params[name], seed)
     return blocks
 
 
@@ -644,7 +659,7 @@ def validate_parameters(params: Mapping) -> None:
         raise ParameterError(
             f"unknown top-level parameter(s) {', '.join(unknown)}: not a shared value ({', '.join(TOP_LEVEL_VALUES)}), "
             f"a block ({', '.join(blocks)}) or a method listed in `methods` ({', '.join(names)})",
-            key=unknown[0],
+            key=unknown[0], accepted=[*TOP_LEVEL_VALUES, *blocks, *names],
         )
     for key, parse in blocks.items():
         if key in params:
@@ -653,6 +668,165 @@ def validate_parameters(params: Mapping) -> None:
     configs = method_configs(params)
     for name, config in configs.items():
         evaluation_settings(params.get("evaluation", {}), config.evaluation, where=f"{name}.evaluation")
+
+
+# --- shared values, the experiment overlay and --params ------------------------------------
+SHARED_VALUES = ("encoder", "seed", "on_bad_input")
+
+# The keys that take a shared value when a block leaves them null (or out); every
+# method's ``training.seed`` too (:func:`inheriting_keys`).
+INHERITED_KEYS = {
+    "data_processing.on_bad_input": "on_bad_input",
+    "data_processing.wiki_sentences.seed": "seed",
+    "data_processing.declutr_spans.seed": "seed",
+    "evaluation.on_bad_input": "on_bad_input",
+}
+
+
+def inheriting_keys(params: Mapping) -> dict[str, str]:
+    """Dotted key -> the shared value it takes when null: :data:`INHERITED_KEYS` and
+    ``<method>.training.seed`` for every block listed in ``methods``."""
+    keys = dict(INHERITED_KEYS)
+    names = params.get("methods")
+    for name in names if isinstance(names, list) else []:
+        if isinstance(name, str) and isinstance(params.get(name), Mapping):
+            keys[f"{name}.training.seed"] = "seed"
+    return keys
+
+
+def with_shared_values(params: Mapping) -> dict:
+    """A copy of ``params`` in which every key of :func:`inheriting_keys` that is null
+    or absent holds its shared value. A block that is absent stays absent; a method
+    block without ``training`` gets one holding the seed. Idempotent."""
+    resolved = copy.deepcopy(dict(params))
+    for path, shared in inheriting_keys(resolved).items():
+        if resolved.get(shared) is None:
+            continue
+        *parents, leaf = path.split(".")
+        node = resolved
+        for depth, part in enumerate(parents):
+            if node.get(part) is None and depth > 0:  # a method's missing `training`
+                node[part] = {}
+            node = node.get(part)
+            if not isinstance(node, dict):
+                break
+        else:
+            if node.get(leaf) is None:
+                node[leaf] = resolved[shared]
+    return resolved
+
+
+def merge_parameters(base: Mapping, *layers: Mapping) -> dict:
+    """``base`` with each layer merged over it key by key (mappings recursively; a list
+    or scalar replaces), as Kedro's soft merge of environments."""
+    merged = copy.deepcopy(dict(base))
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                merged[key] = merge_parameters(merged[key], value)
+            else:
+                merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def without_nulls(tree: Mapping) -> dict:
+    """``tree`` without its null leaves (and the mappings left empty): what an overlay
+    whose null means "as configured" actually sets."""
+    kept = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            value = without_nulls(value)
+            if value:
+                kept[key] = value
+        elif value is not None:
+            kept[key] = value
+    return kept
+
+
+def compose_parameters(configured: Mapping, overlay: Mapping, runtime: Mapping) -> dict:
+    """The parameters a run gets: ``configured`` (conf/base with the environment merged
+    in), the overlay's non-null values over it (params.yaml), ``runtime`` (``--params``)
+    over both, then the shared values filled in (:func:`with_shared_values`)."""
+    return with_shared_values(merge_parameters(configured, without_nulls(overlay or {}), runtime or {}))
+
+
+def leaf_keys(tree: Mapping, prefix: str = "") -> list[str]:
+    """The dotted paths of ``tree``'s leaves (a leaf is anything but a non-empty mapping)."""
+    keys = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        keys += leaf_keys(value, f"{path}.") if isinstance(value, Mapping) and value else [path]
+    return keys
+
+
+def has_key(tree, path: str) -> bool:
+    """Whether the dotted ``path`` exists in ``tree`` (its value may be null)."""
+    for part in path.split("."):
+        if not isinstance(tree, Mapping) or part not in tree:
+            return False
+        tree = tree[part]
+    return True
+
+
+def check_overlay_keys(overlay: Mapping, params: Mapping, name: str = "params.yaml") -> None:
+    """Every key the overlay lists must be a parameter of ``params`` (the composed
+    parameters): a null overlay value changes nothing, so a misspelt null key would
+    otherwise go unnoticed until someone sets it."""
+    for path in leaf_keys(overlay):
+        if not has_key(params, path):
+            parent, _, _ = path.rpartition(".")
+            siblings = _value_at(params, parent) if parent else params
+            raise ParameterError(f"{name} names {path}, which is not a parameter", key=path,
+                                 accepted=list(siblings) if isinstance(siblings, Mapping) else None)
+
+
+def _value_at(tree, path: str):
+    for part in path.split("."):
+        if not isinstance(tree, Mapping):
+            return None
+        tree = tree.get(part)
+    return tree
+
+
+def split_params_text(text: str) -> list[str]:
+    """``kedro run --params`` text split into its ``key=value`` items at the commas that
+    are not inside brackets or braces: ``a=[1,2],b={x: 1, y: 2},c=3`` has three items
+    (Kedro's own splitting cuts at every comma, so no list could be given)."""
+    items, current, depth = [], [], 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth <= 0:
+            items.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    items.append("".join(current).strip())
+    return [item for item in items if item]
+
+
+def parse_params_text(text: str | None) -> dict:
+    """``--params`` text as the nested runtime parameters Kedro takes: ``a.b=1,c=[2,3]``
+    -> ``{"a": {"b": 1}, "c": [2, 3]}``, values typed as YAML types them. An item without
+    ``key=`` is a :class:`ParameterError` naming it."""
+    from omegaconf import OmegaConf
+
+    items = split_params_text(text or "")
+    bad = [item for item in items if not item.partition("=")[0].strip() or "=" not in item]
+    if bad:
+        raise ParameterError(f"--params: {', '.join(repr(item) for item in bad)} is not key=value; "
+                             "separate items with commas, e.g. --params \"seed=43,declutr.seeds=[42,43,44]\"")
+    parsed: dict = {}
+    for key, _, value in (item.partition("=") for item in items):
+        try:  # one item at a time, so that a value YAML cannot read is named
+            parsed = merge_parameters(parsed, OmegaConf.to_container(OmegaConf.from_dotlist([f"{key.strip()}={value}"])))
+        except Exception as error:  # noqa: BLE001 - yaml's and OmegaConf's errors alike
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ParameterError(f"--params: {key.strip()}={value}: the value is not valid YAML ({problem}); "
+                                 "a list is [a,b], a mapping {k: v}", key=key.strip()) from None
+    return parsed
 
 
 # --- which file said it -----------------------------------------------------------------
@@ -686,6 +860,43 @@ def _named_key(error: BaseException, where: str) -> str | None:
     return f"{where}.{match.group(1)}" if match else None
 
 
+def _accepted_if_unknown(error: BaseException, schema) -> list[str] | None:
+    """The keys dataclass ``schema`` takes when ``error`` is its "unknown parameter"
+    error (for the "did you mean" of the message), else None."""
+    if re.search(r"unknown [\w ]*parameter\(s\)", str(error)):
+        return [f.name for f in dataclasses.fields(schema)]
+    return None
+
+
 def offending_key(error: BaseException) -> str | None:
     """The dotted path of the key an error is about, when it names one."""
     return getattr(error, "key", None)
+
+
+def where_set(key: str, runtime: Mapping, overlay: Mapping, overlay_name: str,
+              conf_dirs: Iterable[Path]) -> list[str]:
+    """Where ``key`` was given, highest precedence first: ``--params``, the overlay file,
+    then the parameter files under ``conf_dirs`` (given base first: the last, the run's
+    environment, wins)."""
+    sources = ["--params"] if has_key(runtime or {}, key) else []
+    if has_key(overlay or {}, key):
+        sources.append(overlay_name)
+    return sources + [file for conf_dir in reversed(list(conf_dirs)) for file in files_setting(key, [conf_dir])]
+
+
+def explain_parameter_error(error: ParameterError, sources: Sequence[str]) -> str:
+    """The message a user reads: one line naming the key, where it was set and, for an
+    unknown key, the closest key its block takes ("did you mean learning_rate?"); when
+    none is close, a second line lists the keys the block takes."""
+    key = getattr(error, "key", None)
+    where = f" (set in {', '.join(sources)})" if sources else ""
+    accepted = getattr(error, "accepted", None)
+    if key and accepted is not None:
+        parent, _, leaf = key.rpartition(".")
+        close = difflib.get_close_matches(leaf, accepted, n=1, cutoff=0.6)
+        if close:
+            return f"unknown parameter {key}{where}: did you mean {close[0]}?"
+        return f"unknown parameter {key}{where}\n{parent or 'the top level'} takes: {', '.join(accepted)}"
+    message = str(error).replace("\n", " ")
+    named = message if not key or key in message else f"parameter {key}: {message}"
+    return f"{named}{where}"

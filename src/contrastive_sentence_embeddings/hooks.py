@@ -10,12 +10,14 @@ from kedro.framework.hooks import hook_impl
 
 from contrastive_sentence_embeddings.config import (
     ParameterError,
-    files_setting,
-    method_configs,
+    check_overlay_keys,
+    explain_parameter_error,
     offending_key,
-    seeded_block,
+    run_blocks,
     validate_parameters,
+    where_set,
 )
+from contrastive_sentence_embeddings.config_loader import OVERLAY_FILE, ParameterCommandError
 from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
 
 logger = logging.getLogger(__name__)
@@ -60,31 +62,51 @@ class GraphParametersHook:
 
 
 class StrictParametersHook:
-    """Parses every parameter block (``config.validate_parameters``) as soon as the
-    configuration is loaded, before any node runs, and names the file(s) that set the
-    offending key, so a typo fails at once instead of being ignored (or failing hours
-    into a run)."""
+    """Parses every parameter block (``config.validate_parameters``) and checks every key
+    ``params.yaml`` lists as soon as the configuration is loaded, before any node runs,
+    so a typo fails at once instead of being ignored (or failing hours into a run). The
+    error is one line naming the key, where it was set (``--params``, ``params.yaml`` or
+    the parameter files) and the closest key the block takes; ``kedro`` prints it as
+    ``Error: ...`` without a traceback (``ParameterCommandError``)."""
 
     @hook_impl
     def after_context_created(self, context) -> None:
+        loader = context.config_loader
+        overlay = getattr(loader, "overlay", {})
         try:
-            validate_parameters(context.params)
+            parameters = context.params
+            check_overlay_keys(overlay, parameters, OVERLAY_FILE)
+            validate_parameters(parameters)
+        except ParameterCommandError:
+            raise
         except ParameterError as error:
-            conf_root = Path(context.project_path) / context.config_loader.conf_source
-            environments = [context.config_loader.base_env, context.env or context.config_loader.default_run_env]
+            project = Path(context.project_path)
+            conf_root = project / loader.conf_source
+            environments = [loader.base_env, context.env or loader.default_run_env]
             key = offending_key(error)
-            files = files_setting(key, [conf_root / env for env in environments if env]) if key else []
-            where = f" (set in {', '.join(files)})" if files else (
-                " (not in any parameters file: from --params?)" if key else "")
-            named = str(error) if not key or key in str(error) else f"parameter {key}: {error}"
-            raise ParameterError(f"{named}{where}", key=key) from None
+            sources = where_set(key, loader.runtime_params or {}, overlay, OVERLAY_FILE,
+                                [conf_root / env for env in environments if env]) if key else []
+            # The value in effect is the highest-precedence source's: name that one.
+            sources = [_relative_to(source, project) for source in sources[:1]]
+            raise ParameterCommandError(explain_parameter_error(error, sources), key=key) from None
+
+
+def _relative_to(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies below it (the message names
+    ``conf/local/parameters.yml``, not the whole absolute path)."""
+    if not Path(path).is_absolute():  # --params, params.yaml
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path
 
 
 class SeedRunsHook:
     """A method with ``seeds: [42, 43, 44]`` runs once per seed, each run a namespace
     ``<method>.seed<k>`` whose training node reads ``params:<method>.seed<k>``: the
     method's block with that training seed (``config.seeded_block``). This hook puts
-    those blocks in the catalog beside the configured parameters."""
+    those blocks (``config.run_blocks``) in the catalog beside the configured parameters."""
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
@@ -92,10 +114,9 @@ class SeedRunsHook:
         names = parameters.get("methods") or []
         if not names or not all(name in parameters for name in names):
             return  # validate_parameters reports it
-        for name, config in method_configs(parameters).items():
-            for run, seed in config.run_names(name).items():
-                if seed is not None:
-                    catalog[f"params:{run}"] = seeded_block(parameters[name], seed)
+        for run, block in run_blocks(parameters).items():
+            if run not in parameters:  # a method's own block is in the catalog already
+                catalog[f"params:{run}"] = block
 
 
 # What the leaderboard node is given for a metrics data set it waits for but that the

@@ -256,17 +256,13 @@ def run_parameters(root: Path) -> dict | None:
 
 
 def graph_parameters(root: Path | None = None, env: str | None = None) -> dict:
-    """The merged parameters the graph's shape comes from: ``conf/base`` and the
-    environment in ``KEDRO_ENV`` (the ``methods`` list belongs in ``conf/base``, so that
-    every environment, DVC and kedro-viz see the same graph)."""
-    from kedro.config import OmegaConfigLoader
-    from kedro.framework.project import settings
+    """The merged parameters the graph's shape comes from: ``conf/base``, the
+    environment in ``KEDRO_ENV`` and ``params.yaml``, loaded as ``kedro run`` loads them
+    (``config_loader``; the ``methods`` list belongs in ``conf/base``, so that every
+    environment, DVC and kedro-viz see the same graph)."""
+    from contrastive_sentence_embeddings.config_loader import project_parameters
 
-    root = root or project_root()
-    env = env or os.environ.get("KEDRO_ENV")
-    args = dict(settings.CONFIG_LOADER_ARGS)
-    loader = OmegaConfigLoader(conf_source=str(root / settings.CONF_SOURCE), env=env, **args)
-    return dict(loader["parameters"])
+    return project_parameters(root or project_root(), env or os.environ.get("KEDRO_ENV"))
 
 
 def register_pipelines() -> dict[str, Pipeline]:

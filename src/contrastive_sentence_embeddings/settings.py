@@ -44,10 +44,13 @@ DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
 # Directory that holds configuration.
 # CONF_SOURCE = "conf"
 
-# Class that manages how configuration is loaded.
-# from kedro.config import OmegaConfigLoader
+# Class that manages how configuration is loaded: Kedro's OmegaConfigLoader, whose
+# parameters also take params.yaml (DVC's experiment overlay: non-null values above the
+# environment, below --params) and fill the shared values (encoder, seed, on_bad_input)
+# into the keys a block leaves null (config_loader.py).
+from contrastive_sentence_embeddings.config_loader import ProjectConfigLoader  # noqa: E402
 
-# CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_CLASS = ProjectConfigLoader
 
 # Keyword arguments to pass to the `CONFIG_LOADER_CLASS` constructor.
 CONFIG_LOADER_ARGS = {

@@ -30,31 +30,27 @@ logger = logging.getLogger(__name__)
 
 
 def parse_params(text: str | None) -> dict:
-    """``--params`` as ``kedro run`` reads it: ``a.b=1,c=x`` -> ``{"a": {"b": 1}, "c": "x"}``
-    (values typed as YAML would)."""
-    from omegaconf import OmegaConf
+    """``--params`` as ``kedro run`` reads it in this project: ``a.b=1,c=[2,3]`` ->
+    ``{"a": {"b": 1}, "c": [2, 3]}`` (values typed as YAML would; ``config.parse_params_text``)."""
+    from contrastive_sentence_embeddings.config import ParameterError, parse_params_text
 
-    if not text:
-        return {}
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    bad = [item for item in items if "=" not in item or not item.partition("=")[0].strip()]
-    if bad:
-        raise SystemExit(f"--params: {', '.join(bad)}: expected key=value items separated by commas")
-    return OmegaConf.to_container(OmegaConf.from_dotlist(items))
+    try:
+        return parse_params_text(text)
+    except ParameterError as error:
+        raise SystemExit(str(error)) from None
 
 
 def method_run(params: Mapping, run: str) -> tuple[dict, str]:
     """The block of ``run`` (a method of ``methods``, or ``<method>.seed<k>`` for a
-    method with ``seeds``) and its data family."""
-    from contrastive_sentence_embeddings.config import ParameterError, method_configs, seeded_block
+    method with ``seeds``; ``config.run_blocks``, as the training node gets it) and its
+    data family."""
+    from contrastive_sentence_embeddings.config import ParameterError, method_configs, run_blocks
 
-    runs = {}
-    for name, config in method_configs(params).items():
-        for run_name, seed in config.run_names(name).items():
-            runs[run_name] = (dict(params[name]) if seed is None else seeded_block(params[name], seed), config.family)
-    if run not in runs:
-        raise ParameterError(f"--method {run}: not a training run of this project; choose one of {', '.join(runs)}")
-    return runs[run]
+    blocks = run_blocks(params)
+    if run not in blocks:
+        raise ParameterError(f"--method {run}: not a training run of this project; choose one of {', '.join(blocks)}")
+    family = next(config.family for name, config in method_configs(params).items() if run in config.run_names(name))
+    return blocks[run], family
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -32,8 +32,16 @@ def test_mirror_location_comes_from_the_parameter_then_the_environment(tiny_mirr
     assert resolve_mirror_dir() == tiny_mirror
     assert resolve_mirror_dir(str(tmp_path)) == tmp_path
     monkeypatch.delenv(raw_sources.MIRROR_ENV_VAR)
+    monkeypatch.delenv(raw_sources.DVC_ROOT_ENV_VAR, raising=False)
     monkeypatch.chdir(tmp_path)
     assert resolve_mirror_dir() == (tmp_path / raw_sources.DEFAULT_MIRROR_DIR).resolve()
+    # A queued DVC experiment runs in a copy under .dvc/tmp/exps: relative paths are the repository's.
+    copy = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmp1"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    monkeypatch.setenv(raw_sources.DVC_ROOT_ENV_VAR, str(tmp_path / "repo"))
+    assert resolve_mirror_dir() == (tmp_path / "shared" / "datasets").resolve()
+    assert resolve_mirror_dir(str(tiny_mirror)) == tiny_mirror
 
 
 def test_no_mirror_and_no_network_is_one_clear_error(tmp_path):

@@ -54,3 +54,13 @@ def test_the_committed_leaderboard_summarises_to_its_own_rows():
         assert summary[record["model"]]["sts_avg"] == round(record["sts_avg"], 2)
     baselines = table[table["method"] == "baseline"]
     assert summary["baseline"] == {r["pooling"]: round(r["sts_avg"], 2) for r in baselines.to_dict("records")}
+
+
+def test_rows_carried_from_the_repository_are_not_this_checkouts_results():
+    table = pd.DataFrame([
+        {"model": "simcse", "method": "simcse", "pooling": "cls", "sts_avg": 74.3, "status": "current"},
+        {"model": "scd", "method": "scd", "pooling": "cls", "sts_avg": 76.68, "status": "carried"},
+        {"model": "baseline-cls", "method": "baseline", "pooling": "cls", "sts_avg": 73.3, "status": "stale"},
+        {"model": "baseline-mean", "method": "baseline", "pooling": "mean", "sts_avg": 78.9, "status": "carried"},
+    ])
+    assert leaderboard_summary(table) == {"simcse": {"sts_avg": 74.3}, "baseline": {"cls": 73.3}}

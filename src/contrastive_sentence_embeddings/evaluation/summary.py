@@ -13,7 +13,10 @@ untrained encoder's STS average for each pooling. ``vs_base`` is the STS average
 minus the baseline's with the same pooling and ``p`` its paired bootstrap p-value
 (the leaderboard's ``delta_vs_base``, ``p_vs_base``); ``examples`` the training
 examples seen, ``seconds`` the training time. A value the leaderboard does not have
-is left out (DVC shows ``-``). Keys are short on purpose: DVC's column headers are
+is left out (DVC shows ``-``). Rows the leaderboard marks ``carried`` (results that came
+with the repository, with no model behind them here) are left out too: the summary is
+this checkout's runs, so an experiment's summary never shows another run's numbers as
+its own. Keys are short on purpose: DVC's column headers are
 ``<model>.<key>``, and ``dvc exp show`` must fit a terminal.
 """
 
@@ -24,6 +27,8 @@ import re
 from collections.abc import Mapping
 
 import pandas as pd
+
+from contrastive_sentence_embeddings.evaluation.leaderboard import CARRIED
 
 BASELINE = "baseline"
 # One seed's run of a seeded method: <method>.seed<k>.
@@ -56,6 +61,8 @@ def leaderboard_summary(table: pd.DataFrame) -> dict[str, Mapping]:
     summary: dict[str, Mapping] = {}
     baseline: dict[str, float] = {}
     for row in table.to_dict("records"):
+        if str(row.get("status", "")) == CARRIED:
+            continue
         if row["method"] == BASELINE:
             score = _number(row["sts_avg"], 2)
             if score is not None:

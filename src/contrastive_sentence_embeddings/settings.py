@@ -8,16 +8,18 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # The graph is built from the run's parameters, `--params` included (own data adds nodes).
 # A `kedro run` started as one of several launcher processes (torchrun, accelerate
 # launch --multi_gpu, mpirun) stops before any node: training starts its own workers.
+# A change of seeds or parameters leaves no model of the old setting at a loadable path.
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     GraphParametersHook,
     SeedRunsHook,
     SingleProcessRunHook,
+    StaleModelsHook,
     StrictParametersHook,
 )
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check.
-HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), SingleProcessRunHook())
+HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

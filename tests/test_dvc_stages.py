@@ -82,7 +82,8 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
                 continue
             path = path_of(catalog, name)
             assert path is not None and covered(path, deps), (method, name, path, deps)
-        assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model")]
+        assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model"),
+                                                 path_of(catalog, f"{method}.mteb_results")]
         assert expand(train["metrics"], method) == [path_of(catalog, f"{method}.metrics")]
         assert expand(train["plots"], method) == [path_of(catalog, f"{method}.training_curve")]
         assert f"conf/base/parameters_{method}.yml" in str(train["params"]).replace("${item}", method)
@@ -123,10 +124,17 @@ def test_baseline_stages_list_the_files_their_parameters_produce(project):
     transfer = {re.sub(r"^data/08_reporting/metrics_full/|\.json$", "", p)
                 for p in expand(stages["stages"]["baseline_transfer"]["metrics"])}
     assert transfer == {f"baseline-{pooling}" for pooling in params["transfer_evaluation"]["baseline_poolings"]}
+    mteb = {re.sub(r"^data/08_reporting/mteb/", "", p) for p in expand(stages["stages"]["baseline"]["outs"])}
+    assert mteb == {f"baseline-{pooling}" for pooling in params["baseline"]["poolings"]}
     node_names = {node.name for node in graph.nodes}
     for stage in ("baseline", "baseline_transfer"):
-        node = stages["stages"][stage]["cmd"].split("--nodes=")[1]
-        assert node in node_names
+        nodes = stages["stages"][stage]["cmd"].split("--nodes=")[1].split(",")
+        assert set(nodes) <= node_names
+    written = {"baseline": {"baseline_metrics", "baseline_sts_pairs", "baseline_mteb_results"},
+               "baseline_transfer": {"baseline_transfer_metrics"}}
+    for stage, outputs in written.items():
+        nodes = stages["stages"][stage]["cmd"].split("--nodes=")[1].split(",")
+        assert graph.only_nodes(*nodes).all_outputs() == outputs, stage
 
 
 def test_bytecode_does_not_count_as_a_code_change():

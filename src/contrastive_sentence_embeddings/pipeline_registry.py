@@ -10,7 +10,7 @@ is scored (``<method>.model_card``), and a ``transfer.<method>`` instance of
 Everything a user runs is cut from that graph, never restated:
 
 * ``<method>``: what the graph needs for ``<method>.metrics``, its training curve and
-  its runs' model cards (``to_outputs``: only the data steps that method reads) and
+  its runs' model cards and MTEB result files (``to_outputs``: only the data steps that method reads) and
   the leaderboard;
 * ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
@@ -150,7 +150,7 @@ def transfer_pipeline(name: str, config: MethodConfig) -> Pipeline:
     """``name``'s model (its first seed's, with ``seeds``) scored with the transfer
     tasks too, under namespace ``transfer.<name>``: ``<name>.metrics_full``."""
     return Pipeline(
-        evaluation.create_pipeline(),
+        evaluation.create_pipeline(mteb_results=False),
         namespace=f"{TRANSFER_NAMESPACE}.{name}",
         inputs={"model": f"{first_run(name, config)}.model", "raw_sts": "raw_sts", "raw_transfer": "raw_transfer"},
         outputs={"metrics": f"{name}.metrics_full", "sts_pairs": f"{name}.transfer_sts_pairs"},
@@ -189,13 +189,14 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
         "raw_data": graph.only_nodes_with_tags("raw_data"),
         # the built-in prepared data and every method's own data (they read no input)
         "data_processing": graph.to_outputs(*PREPARED) + graph.only_nodes_with_tags("own_data"),
-        "baseline": with_leaderboard(graph.to_outputs("baseline_metrics"), ["baseline_metrics"]),
+        "baseline": with_leaderboard(graph.to_outputs("baseline_metrics", "baseline_mteb_results"),
+                                     ["baseline_metrics"]),
         "leaderboard": leaderboard.create_pipeline(),
     }
     for name in methods:
-        cards = sorted(output for output in graph.all_outputs()
-                       if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.model_card", output))
-        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *cards),
+        per_run = sorted(output for output in graph.all_outputs()
+                         if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.(model_card|mteb_results)", output))
+        pipelines[name] = with_leaderboard(graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *per_run),
                                            [f"{name}.metrics"])
     transfer = transfer_outputs(methods) + ["baseline_transfer_metrics"]
     transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes(

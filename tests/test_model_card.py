@@ -204,7 +204,7 @@ def test_the_card_of_a_run_whose_openwebtext_was_all_dropped_does_not_name_it(sa
     card = write_model_card(str(saved_model), metrics, data_processing, raw_data, report)
     matter, body = split_front_matter(card)
     assert matter["datasets"] == ["Salesforce/wikitext"] and "openwebtext" not in section(body, "Training").lower()
-    assert "| long_documents (out by input: wikitext 112, openwebtext 0) | 132 | 112 | 20 |" in body
+    assert "| long_documents | 132 | 112 | 20 | fewer than 1024 tokens (20) | wikitext 112; openwebtext 0 |" in body
 
 
 def test_hub_ids_follow_the_raw_data_options():

@@ -498,17 +498,17 @@ def _data_report(reports: Mapping[str, Mapping]) -> str:
     lines = ["## Training data report", "",
              "Rows in, out and dropped by each data-preparation step that fed this model "
              "(`data/08_reporting/data_report/<step>.json`):", "",
-             "| step | rows in | rows out | dropped | main reasons dropped |", "|---|---:|---:|---:|---|"]
+             "| step | rows in | rows out | dropped | main reasons dropped | rows out by input |",
+             "|---|---:|---:|---:|---|---|"]
     for step, report in reports.items():
         dropped = report.get("dropped") or {}
         reasons = sorted(dropped.items(), key=lambda item: (-item[1], item[0]))[:3]
         reasons_text = "; ".join(f"{reason} ({count:,})" for reason, count in reasons)
         by_input = report.get("rows_out_by_input")
-        shown = step
-        if isinstance(by_input, Mapping) and by_input:
-            shown += " (out by input: " + ", ".join(f"{name} {_count(count)}" for name, count in by_input.items()) + ")"
-        lines.append(f"| {shown} | {_count(report.get('rows_in'))} | {_count(report.get('rows_out'))} | "
-                     f"{_count(report.get('rows_dropped'))} | {reasons_text} |")
+        inputs_text = "; ".join(f"{name} {_count(count)}" for name, count in by_input.items()) \
+            if isinstance(by_input, Mapping) else ""
+        lines.append(f"| {step} | {_count(report.get('rows_in'))} | {_count(report.get('rows_out'))} | "
+                     f"{_count(report.get('rows_dropped'))} | {reasons_text} | {inputs_text} |")
     return "\n".join(lines)
 
 

@@ -95,6 +95,7 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
             assert path is not None and covered(path, deps), (method, name, path, deps)
         # The detailed metrics are outputs: DVC's metrics are the summary (leaderboard stage).
         assert expand(train["outs"], method) == [path_of(catalog, f"{method}.model"),
+                                                 path_of(catalog, f"{method}.mteb_results"),
                                                  path_of(catalog, f"{method}.metrics")]
         assert "metrics" not in train
         curve = catalog.get(f"{method}.training_curve")
@@ -143,10 +144,17 @@ def test_baseline_stages_list_the_files_their_parameters_produce(project):
     transfer = {re.sub(r"^data/08_reporting/metrics_full/|\.json$", "", p)
                 for p in expand(stages["stages"]["baseline_transfer"]["outs"])}
     assert transfer == {f"baseline-{pooling}" for pooling in params["transfer_evaluation"]["baseline_poolings"]}
+    mteb = {re.sub(r"^data/08_reporting/mteb/", "", p) for p in expand(stages["stages"]["baseline"]["outs"])}
+    assert mteb == {f"baseline-{pooling}" for pooling in params["baseline"]["poolings"]}
     node_names = {node.name for node in graph.nodes}
     for stage in ("baseline", "baseline_transfer"):
-        node = stages["stages"][stage]["cmd"].split("--nodes=")[1]
-        assert node in node_names
+        nodes = stages["stages"][stage]["cmd"].split("--nodes=")[1].split(",")
+        assert set(nodes) <= node_names
+    written = {"baseline": {"baseline_metrics", "baseline_sts_pairs", "baseline_mteb_results"},
+               "baseline_transfer": {"baseline_transfer_metrics"}}
+    for stage, outputs in written.items():
+        nodes = stages["stages"][stage]["cmd"].split("--nodes=")[1].split(",")
+        assert graph.only_nodes(*nodes).all_outputs() == outputs, stage
 
 
 def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project):

@@ -175,6 +175,38 @@ def test_the_cited_sources_follow_the_data_steps_and_their_inputs():
     assert training_sources([], paper) == []
 
 
+def test_only_inputs_whose_rows_reached_the_training_data_are_cited():
+    """A data set is named when rows of it are in the prepared training data, by the
+    reports' per-input counts: every OpenWebText document dropped (too short) names no
+    OpenWebText; WikiText sentences lost in the sample name no WikiText."""
+    documents = shipped_data_processing(long_documents=["wikitext", "openwebtext"])
+    reports = {"long_documents": {"rows_out": 112, "rows_out_by_input": {"wikitext": 112, "openwebtext": 0}},
+               "declutr_spans": {"rows_out": 224}}
+    assert training_sources(reports, documents) == ["longdocs"]
+    reports["long_documents"]["rows_out_by_input"]["openwebtext"] = 3
+    assert training_sources(reports, documents) == ["longdocs", "openwebtext"]
+    sentences = shipped_data_processing(wiki_sentences=["wikitext", "sentence_per_line"])
+    reports = {"sentence_candidates": {"rows_out_by_input": {"wikitext": 19, "sentence_per_line": 40}},
+               "wiki_sentences": {"rows_out_by_input": {"wikitext": 0, "sentence_per_line": 10}}}
+    assert training_sources(reports, sentences) == ["wiki"]
+    # Reports from before the per-input counts: every chosen input, as before.
+    assert training_sources({"long_documents": {"rows_out": 112}}, documents) == ["longdocs", "openwebtext"]
+
+
+def test_the_card_of_a_run_whose_openwebtext_was_all_dropped_does_not_name_it(saved_model):
+    data_processing, raw_data = project_blocks()
+    data_processing = {**data_processing, "long_documents": {**data_processing["long_documents"],
+                                                             "inputs": ["wikitext", "openwebtext"]}}
+    metrics = fake_metrics("simcse", fingerprint=model_fingerprint(str(saved_model)))
+    report = {"long_documents": {"rows_in": 132, "rows_out": 112, "rows_dropped": 20,
+                                 "dropped": {"fewer than 1024 tokens": 20},
+                                 "rows_out_by_input": {"wikitext": 112, "openwebtext": 0}}}
+    card = write_model_card(str(saved_model), metrics, data_processing, raw_data, report)
+    matter, body = split_front_matter(card)
+    assert matter["datasets"] == ["Salesforce/wikitext"] and "openwebtext" not in section(body, "Training").lower()
+    assert "| long_documents | 132 | 112 | 20 | fewer than 1024 tokens (20) | wikitext 112; openwebtext 0 |" in body
+
+
 def test_hub_ids_follow_the_raw_data_options():
     assert hub_dataset_ids("nli") == ["stanfordnlp/snli", "nyu-mll/multi_nli"]
     assert hub_dataset_ids("wiki", {"repo_id": "me/wiki"}) == ["me/wiki"]

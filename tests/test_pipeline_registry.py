@@ -48,10 +48,11 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     _, _, pipelines = shipped
     for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | ROW | {
-            f"{method}.train", f"{method}.evaluate", f"card.{method}.model_card"}
+            f"{method}.train", f"{method}.evaluate", f"{method}.mteb_results", f"card.{method}.model_card"}
     # SimCSE runs for three seeds, summarised into one metrics file; each run has its card. DeCLUTR,
     # the main job, runs once by default (its seeds are a --params away).
-    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44") for step in ("train", "evaluate")}
+    seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44")
+              for step in ("train", "evaluate", "mteb_results")}
     summary = {"aggregate_metrics", "aggregate_curves"}
 
     def cards(method):
@@ -61,13 +62,13 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
         f"simcse.{node}" for node in seeded | summary} | cards("simcse")
     assert node_names(pipelines["declutr"]) == ROW | {
         "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "declutr.train", "declutr.evaluate", "card.declutr.model_card"}
+        "declutr.train", "declutr.evaluate", "declutr.mteb_results", "card.declutr.model_card"}
     assert node_names(pipelines["clsr_stsb"]) == ROW | {
         "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
-        "card.clsr_stsb.model_card"}
+        "clsr_stsb.mteb_results", "card.clsr_stsb.model_card"}
     assert node_names(pipelines["clsr_nli"]) == ROW | {
         "ingest_nli", "extract_nli_pairs", "clsr_nli.embed_pairs", "clsr_nli.train", "clsr_nli.evaluate",
-        "card.clsr_nli.model_card"}
+        "clsr_nli.mteb_results", "card.clsr_nli.model_card"}
 
 
 def test_the_other_user_pipelines(shipped):
@@ -76,7 +77,7 @@ def test_the_other_user_pipelines(shipped):
     assert node_names(pipelines["data_processing"]) == RAW - {"ingest_transfer"} | {
         "collect_sentence_candidates", "sample_sentences", "build_long_documents", "sample_declutr_spans",
         "extract_stsb_pairs", "extract_nli_pairs"}
-    assert node_names(pipelines["baseline"]) == ROW
+    assert node_names(pipelines["baseline"]) == ROW | {"baseline.mteb_results"}
     # The transfer tasks score the models already trained: no training, no data preparation.
     assert node_names(pipelines["evaluation"]) == {f"transfer.{m}.evaluate" for m in methods} | {
         "baseline.transfer"} | LEADERBOARD
@@ -253,7 +254,7 @@ def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped
     methods = method_configs(own)
     graph = build_graph(methods)
     pipelines = user_pipelines(graph, methods)
-    seeded = {f"simcse.seed{seed}.{step}" for seed in (42, 43, 44) for step in ("train", "evaluate")}
+    seeded = {f"simcse.seed{seed}.{step}" for seed in (42, 43, 44) for step in ("train", "evaluate", "mteb_results")}
     cards = {f"card.simcse.seed{seed}.model_card" for seed in (42, 43, 44)}
     assert node_names(pipelines["simcse"]) == ROW | seeded | cards | {
         "simcse.prepare_sentences", "simcse.aggregate_metrics", "simcse.aggregate_curves"}

@@ -25,6 +25,7 @@
 * ``TrainingCurveDataset``: a training curve (``<method>.training_curve``) as two CSV
   files, the training log and the dev curve (``training/curves.py``), each written
   atomically; loading joins them back into the trainer's table.
+* ``MtebResultsDataset``: a run's STS scores as MTEB's result files, one folder per run.
 """
 
 from __future__ import annotations
@@ -355,6 +356,11 @@ class SentenceEncoderDataset(AbstractDataset):
         recover_interrupted_saves(self._filepath)
         return (self._filepath / METADATA_FILE).is_file()
 
+    @property
+    def filepath(self) -> Path:
+        """The model's folder."""
+        return self._filepath
+
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
 
@@ -384,6 +390,69 @@ class EmbeddingCacheDataset(AbstractDataset):
 
     def _exists(self) -> bool:
         return self._path.is_dir()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
+class MtebResultsDataset(AbstractDataset):
+    """A run's results in MTEB's layout (``data/08_reporting/mteb/<run>``, see
+    :mod:`~contrastive_sentence_embeddings.evaluation.mteb_results`): saving takes
+    ``{path in the folder: JSON content}`` and publishes the whole folder at once (written
+    in a hidden sibling, then swapped in), so a reader never sees a mix of two runs'
+    files; a folder it did not write (no ``export_report.json``) is never replaced.
+    Loading gives the same mapping back. Used inside a ``partitions.PartitionedDataset``
+    (``filepath_arg: path``) it writes one such folder per partition (the baseline's
+    poolings)."""
+
+    def __init__(self, path: str, metadata: dict | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def save(self, data) -> None:
+        import json
+
+        from contrastive_sentence_embeddings.evaluation.mteb_results import REPORT_FILE
+
+        if REPORT_FILE not in data:
+            raise DatasetError(f"{self._path}: MTEB results come with their {REPORT_FILE}; got {sorted(data)}")
+        if self._path.exists() and not (self._path / REPORT_FILE).is_file():
+            raise DatasetError(f"{self._path} exists and holds no {REPORT_FILE}: not MTEB results this project "
+                               "wrote; move it away rather than have it replaced")
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex[:12]
+        staging = self._path.with_name(f".{self._path.name}.writing-{token}")
+        previous = self._path.with_name(f".{self._path.name}.old-{token}")
+        try:
+            for relative, content in data.items():
+                if Path(relative).is_absolute() or ".." in Path(relative).parts:
+                    raise DatasetError(f"{self._path}: {relative!r} is not a path inside the folder")
+                target = staging / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            crash_point("dataset_save:before_replace")
+            if self._path.exists():
+                os.replace(self._path, previous)
+            os.replace(staging, self._path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if previous.exists() and not self._path.exists():
+                os.replace(previous, self._path)
+            raise
+        shutil.rmtree(previous, ignore_errors=True)
+
+    def load(self) -> dict:
+        import json
+
+        if not self._exists():
+            raise DatasetError(f"{self._path}: no MTEB results here; run the evaluation that writes them first")
+        return {path.relative_to(self._path).as_posix(): json.loads(path.read_text(encoding="utf-8"))
+                for path in sorted(self._path.rglob("*.json"))}
+
+    def _exists(self) -> bool:
+        from contrastive_sentence_embeddings.evaluation.mteb_results import REPORT_FILE
+
+        return (self._path / REPORT_FILE).is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}

@@ -12,6 +12,7 @@ from contrastive_sentence_embeddings.config import (
     ParameterError,
     check_overlay_keys,
     explain_parameter_error,
+    method_configs,
     offending_key,
     run_blocks,
     validate_parameters,
@@ -207,3 +208,50 @@ class StaleLeaderboardHook:
                 "Refresh them with `kedro run --pipelines=leaderboard` (DVC: `dvc repro leaderboard`).",
                 ", ".join(self._written))
             self._written = []
+
+
+class StaleModelsHook:
+    """After a change of ``seeds`` or of a method's parameters, no model of the old
+    setting may stay where a loader still finds it: switching ``seeds: null`` to a list
+    would leave the single run's model in ``data/06_models/<method>`` beside ``seed42/``
+    (and ``SentenceTransformer("data/06_models/<method>")`` would still load it), the
+    reverse would leave ``seed<k>/`` folders, a shorter list the dropped seeds' models.
+    Just before a run's model is saved (the run has trained, under the parameters now
+    in force), this hook removes the method's models that are not among its runs now,
+    and its other seeds' models trained with another configuration
+    (``training.saving.remove_stale_models``: only folders holding the project's metadata
+    for that run; each removal is logged). A run that trains nothing removes nothing."""
+
+    def __init__(self) -> None:
+        self._catalog = None
+        self._runs: dict[str, tuple[str, set[str]]] = {}  # "<run>.model" -> (method, its runs)
+
+    @hook_impl
+    def after_catalog_created(self, catalog, parameters) -> None:
+        self._catalog, self._runs = catalog, {}
+        parameters = parameters.get("parameters", parameters)
+        names = parameters.get("methods") or []
+        if not names or not all(name in parameters for name in names):
+            return  # validate_parameters reports it
+        try:
+            configs = method_configs(parameters)
+        except ParameterError:
+            return  # StrictParametersHook has reported it
+        for name, config in configs.items():
+            runs = set(config.run_names(name))
+            self._runs.update({f"{run}.model": (name, runs) for run in runs})
+
+    @hook_impl
+    def before_dataset_saved(self, dataset_name: str, data, node) -> None:
+        if dataset_name not in self._runs or self._catalog is None:
+            return
+        from contrastive_sentence_embeddings.training.saving import remove_stale_models, run_configuration
+
+        method, runs = self._runs[dataset_name]
+        dataset = self._catalog.get(f"{method}.model")
+        folder = getattr(dataset, "filepath", None)
+        if folder is None:  # not the project's model data set: its layout is not ours to judge
+            return
+        metadata = getattr(data, "metadata", None)
+        configuration = run_configuration({"pooling": getattr(data, "pooling", None), **metadata}) if metadata else None
+        remove_stale_models(folder, method, runs, configuration, saving=dataset_name.removesuffix(".model"))

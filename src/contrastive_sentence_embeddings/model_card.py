@@ -133,6 +133,10 @@ STEP_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
     "long_documents": ("long_documents", {"wikitext": "longdocs", "openwebtext": "openwebtext"}),
 }
 FIXED_STEP_SOURCES: dict[str, tuple[str, ...]] = {"stsb_pairs": ("sts",), "nli_pairs": ("nli",)}
+# The parameter block whose ``inputs`` each step's ``rows_out_by_input`` counts are keyed
+# by: an input with no row left in any of them gave the training data nothing.
+STEP_BLOCKS = {"sentence_candidates": "wiki_sentences", "wiki_sentences": "wiki_sentences",
+               "long_documents": "long_documents"}
 
 POOLING_DESCRIPTIONS = {
     "cls": "the [CLS] token's state through the model's pooler (`pooler_output`)",
@@ -264,16 +268,35 @@ def _read_json(path: Path):
         raise ValueError(f"{path}: not valid JSON ({error})") from error
 
 
-def training_sources(steps: Iterable[str], data_processing) -> list[str]:
-    """The raw sources (``data/01_raw/<source>``) that the data-preparation ``steps``
-    read, as ``data_processing`` (a parsed ``config.DataProcessingConfig``) chose
-    them: e.g. the sentence candidates read ``wiki`` and/or ``longdocs`` by
-    ``wiki_sentences.inputs``."""
+def empty_inputs(reports: Mapping[str, Mapping]) -> set[tuple[str, str]]:
+    """``(block, input)`` of every input that a report counting rows by input
+    (``rows_out_by_input``) shows with no row out: e.g. ``("long_documents",
+    "openwebtext")`` when every OpenWebText document was too short."""
+    empty = set()
+    for step, report in reports.items():
+        counts = report.get("rows_out_by_input") if isinstance(report, Mapping) else None
+        if step in STEP_BLOCKS and isinstance(counts, Mapping):
+            empty |= {(STEP_BLOCKS[step], name) for name, count in counts.items() if not count}
+    return empty
+
+
+def training_sources(reports: Mapping[str, Mapping] | Iterable[str], data_processing) -> list[str]:
+    """The raw sources (``data/01_raw/<source>``) whose rows reached the training data
+    prepared by the steps of ``reports`` (``{step: report}``; step names alone when
+    there is no report), as ``data_processing`` (a parsed
+    ``config.DataProcessingConfig``) chose them: e.g. the sentence candidates read
+    ``wiki`` and/or ``longdocs`` by ``wiki_sentences.inputs``. An input that the
+    reports' per-input counts show with no row out (:func:`empty_inputs`) is left
+    out: it was read, but nothing of it was trained on."""
+    if not isinstance(reports, Mapping):
+        reports = dict.fromkeys(reports, {})
+    empty = empty_inputs(reports)
     sources: list[str] = []
-    for step in steps:
+    for step in reports:
         if step in STEP_SOURCES:
             block, by_input = STEP_SOURCES[step]
-            chosen = [by_input[name] for name in getattr(data_processing, block).inputs]
+            chosen = [by_input[name] for name in getattr(data_processing, block).inputs
+                      if (block, name) not in empty]
         else:
             chosen = list(FIXED_STEP_SOURCES.get(step, ()))
         sources += [source for source in chosen if source not in sources]
@@ -416,14 +439,34 @@ def _yaml_block(values: Mapping) -> str:
     return "```yaml\n" + yaml.safe_dump(dict(values), sort_keys=False, allow_unicode=True, width=1000) + "```"
 
 
+# How the card names ``peak_memory_gib`` by its ``peak_memory_measure`` (what the
+# trainer measured, training.trainer.MEMORY_MEASURES); a model saved before the measure
+# was recorded gets the neutral name.
+MEMORY_LABELS = {
+    "cuda_max_allocated": "peak GPU memory allocated by PyTorch (GiB)",
+    "process_peak_rss": "peak memory of the training process (RSS, GiB)",
+}
+
+
+def training_parameters(metadata: Mapping) -> dict:
+    """The training settings of the run that the run read: ``training`` less
+    ``training_unused`` (those it never read had no effect, e.g. ``max_length`` for
+    DeCLUTR, whose spans are sampled in data preparation; trainer.SettingsRead)."""
+    unused = set(metadata.get("training_unused") or ())
+    return {key: value for key, value in (metadata.get("training") or {}).items() if key not in unused}
+
+
 def _training(metadata: Mapping, datasets: Sequence[str]) -> str:
+    memory_label = MEMORY_LABELS.get(str(metadata.get("peak_memory_measure")),
+                                     "peak memory (GiB; GPU allocated on CUDA, process RSS on CPU)")
     budget = [
         ("examples seen", metadata.get("examples_seen")),
         ("optimiser steps", metadata.get("steps")),
         ("kept weights of step", metadata.get("best_step")),
         ("training time (s)", metadata.get("train_seconds")),
         ("examples per second", metadata.get("examples_per_second")),
-        ("peak accelerator memory (GiB)", metadata.get("peak_memory_gib")),
+        ("processes", metadata.get("num_processes")),
+        (memory_label, metadata.get("peak_memory_gib")),
     ]
     for key in ("train_sentences", "train_documents", "span_epochs", "anchor_spans", "train_pairs",
                 "pairs_dataset"):
@@ -431,8 +474,9 @@ def _training(metadata: Mapping, datasets: Sequence[str]) -> str:
             budget.append((key.replace("_", " "), metadata[key]))
     lines = ["## Training", ""]
     if datasets:
-        lines += ["Data read to prepare the training examples (Hub ids of the sources; offline runs read "
-                  "samples of them from a mirror): " + ", ".join(f"`{d}`" for d in datasets) + ".", ""]
+        lines += ["Data the training examples come from (Hub ids of the sources whose rows were kept by the "
+                  "data preparation; offline runs read samples of them from a mirror): "
+                  + ", ".join(f"`{d}`" for d in datasets) + ".", ""]
     lines += ["| | |", "|---|---|"]
     lines += [f"| {label} | {_plain(value)} |" for label, value in budget if value is not None]
     best_dev = metadata.get("best_dev")
@@ -440,7 +484,8 @@ def _training(metadata: Mapping, datasets: Sequence[str]) -> str:
         lines.append("| dev scores at the kept step | " + ", ".join(
             f"{key} {_plain(value)}" for key, value in best_dev.items()) + " |")
     lines += ["", "Method parameters:", "", _yaml_block(metadata.get("method_params") or {}),
-              "", "Training parameters:", "", _yaml_block(metadata.get("training") or {})]
+              "", "Training parameters (those the run read; the others had no effect):", "",
+              _yaml_block(training_parameters(metadata))]
     versions = metadata.get("versions")
     if isinstance(versions, Mapping) and versions:
         lines += ["", "Library versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + "."]
@@ -453,13 +498,17 @@ def _data_report(reports: Mapping[str, Mapping]) -> str:
     lines = ["## Training data report", "",
              "Rows in, out and dropped by each data-preparation step that fed this model "
              "(`data/08_reporting/data_report/<step>.json`):", "",
-             "| step | rows in | rows out | dropped | main reasons dropped |", "|---|---:|---:|---:|---|"]
+             "| step | rows in | rows out | dropped | main reasons dropped | rows out by input |",
+             "|---|---:|---:|---:|---|---|"]
     for step, report in reports.items():
         dropped = report.get("dropped") or {}
         reasons = sorted(dropped.items(), key=lambda item: (-item[1], item[0]))[:3]
         reasons_text = "; ".join(f"{reason} ({count:,})" for reason, count in reasons)
+        by_input = report.get("rows_out_by_input")
+        inputs_text = "; ".join(f"{name} {_count(count)}" for name, count in by_input.items()) \
+            if isinstance(by_input, Mapping) else ""
         lines.append(f"| {step} | {_count(report.get('rows_in'))} | {_count(report.get('rows_out'))} | "
-                     f"{_count(report.get('rows_dropped'))} | {reasons_text} |")
+                     f"{_count(report.get('rows_dropped'))} | {reasons_text} | {inputs_text} |")
     return "\n".join(lines)
 
 

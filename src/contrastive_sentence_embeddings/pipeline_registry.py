@@ -10,8 +10,8 @@ is scored (``<method>.model_card``), and a ``transfer.<method>`` instance of
 Everything a user runs is cut from that graph, never restated:
 
 * ``<method>``: what the graph needs for ``<method>.metrics``, its training curve and
-  its runs' model cards (``to_outputs``: only the data steps that method reads), the
-  baseline's per-pair predictions its ``vs base`` is tested against, and the leaderboard;
+  its runs' model cards and MTEB result files (``to_outputs``: only the data steps that method
+  reads), the baseline's per-pair predictions its ``vs base`` is tested against, and the leaderboard;
 * ``baseline``, ``data_processing``, ``raw_data``: the same cut for their outputs;
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
   models already trained, and the leaderboard;
@@ -155,7 +155,7 @@ def transfer_pipeline(name: str, config: MethodConfig) -> Pipeline:
     """``name``'s model (its first seed's, with ``seeds``) scored with the transfer
     tasks too, under namespace ``transfer.<name>``: ``<name>.metrics_full``."""
     return Pipeline(
-        evaluation.create_pipeline(),
+        evaluation.create_pipeline(mteb_results=False),
         namespace=f"{TRANSFER_NAMESPACE}.{name}",
         inputs={"model": f"{first_run(name, config)}.model", "raw_sts": "raw_sts", "raw_transfer": "raw_transfer"},
         outputs={"metrics": f"{name}.metrics_full", "sts_pairs": f"{name}.transfer_sts_pairs"},
@@ -199,14 +199,14 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
         "raw_data": graph.only_nodes_with_tags("raw_data"),
         # the built-in prepared data and every method's own data (they read no input)
         "data_processing": graph.to_outputs(*PREPARED) + graph.only_nodes_with_tags("own_data"),
-        "baseline": graph.to_outputs("baseline_metrics") + board,
+        "baseline": graph.to_outputs("baseline_metrics", "baseline_mteb_results") + board,
         "leaderboard": board,
     }
     for name in methods:
-        cards = sorted(output for output in graph.all_outputs()
-                       if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.model_card", output))
+        per_run = sorted(output for output in graph.all_outputs()
+                         if re.fullmatch(rf"{re.escape(name)}(\.seed\d+)?\.(model_card|mteb_results)", output))
         # The method's row, and the baseline it is tested against, so that its `vs base` is there on a fresh clone.
-        pipelines[name] = graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *cards) + baseline_scoring(
+        pipelines[name] = graph.to_outputs(f"{name}.metrics", f"{name}.training_curve", *per_run) + baseline_scoring(
             graph) + board
     transfer_nodes = graph.only_nodes_with_namespaces([TRANSFER_NAMESPACE]) + graph.only_nodes("baseline.transfer")
     pipelines["evaluation"] = transfer_nodes + board

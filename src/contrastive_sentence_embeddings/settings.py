@@ -10,18 +10,20 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # launch --multi_gpu, mpirun) stops before any node: training starts its own workers.
 # The leaderboard node waits for every metrics data set of the graph; those a run does
 # not write get a placeholder. A run that writes metrics without it says so at its end.
+# A change of seeds or parameters leaves no model of the old setting at a loadable path.
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     GraphParametersHook,
     LeaderboardOrderingHook,
     SeedRunsHook,
     SingleProcessRunHook,
     StaleLeaderboardHook,
+    StaleModelsHook,
     StrictParametersHook,
 )
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check.
-HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), SingleProcessRunHook(),
+HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook(),
          LeaderboardOrderingHook(), StaleLeaderboardHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for

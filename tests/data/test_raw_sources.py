@@ -50,10 +50,67 @@ def test_no_mirror_and_no_network_is_one_clear_error(tmp_path):
         materialise_raw_source("wiki", mirror_dir=str(tmp_path / "nowhere"), staging_dir=tmp_path / "stage")
     message = str(caught.value)
     assert "Raw source 'wiki'" in message
-    assert str(tmp_path / "nowhere" / "wiki") in message
-    assert "downloading it from the Hub failed" in message
-    assert raw_sources.MIRROR_ENV_VAR in message
+    assert "the Hugging Face Hub could not be reached for princeton-nlp/datasets-for-simcse" in message
+    assert "HF_HUB_OFFLINE is set" in message
+    assert f"it is not in the offline mirror ({tmp_path / 'nowhere' / 'wiki'} is missing or empty)" in message
+    assert raw_sources.MIRROR_ENV_VAR in message and "--params raw_data.mode=mirror" in message
+    assert "\n" not in message  # the library's error in one line, not its traceback
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_hub_mode_offline_says_the_hub_was_unreachable_not_that_the_mirror_lacks_the_source(
+        tmp_path, mirror_dir):
+    """``kedro run --env paper`` (raw_data.mode: hub) with no network: the mirror was not
+    read, and it has the source; the message says the Hub could not be reached, for
+    which data set, the library's error in one line and how to run from the mirror."""
+    with pytest.raises(RawDataUnavailable) as caught:
+        materialise_raw_source("longdocs", mirror_dir=str(mirror_dir), mode="hub", staging_dir=tmp_path / "stage")
+    message = str(caught.value)
+    assert message.startswith("Raw source 'longdocs' (WikiText-2 articles): the Hugging Face Hub could not be "
+                              "reached for Salesforce/wikitext (")
+    assert "OfflineModeIsEnabled" in message or "LocalEntryNotFoundError" in message
+    assert "is not in the offline mirror" not in message and "missing or empty" not in message
+    assert f"the offline mirror was not read ({mirror_dir / 'longdocs'} holds a sample of it)" in message
+    assert "`raw_data.source_modes.longdocs=mirror`" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("error", [
+    ConnectionError("Couldn't reach 'me/data' on the Hub (ConnectError)"),
+    OSError("[Errno -2] Name or service not known"),
+    TimeoutError("read timed out"),
+])
+def test_a_connection_failure_is_reported_as_the_hub_unreachable(tmp_path, error, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def fetch(dest, options):
+        try:
+            raise error
+        except OSError as inner:
+            if not isinstance(inner, (ConnectionError, TimeoutError)):  # a DNS failure, as requests wraps it
+                import requests
+
+                raise requests.exceptions.ConnectionError("Max retries exceeded with url: /api/datasets/me/data\n"
+                                                          "  (a second line)") from inner
+            raise
+    source = raw_sources.RawSource("wiki", "wiki", "a source", fetch)
+    with pytest.raises(RawDataUnavailable) as caught:
+        raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {"repo_id": "me/data"}, tmp_path / "stage")
+    message = str(caught.value)
+    assert "the Hugging Face Hub could not be reached for me/data (" in message
+    assert "HF_HUB_OFFLINE" not in message and "\n" not in message and "a second line" not in message
+
+
+def test_a_refusal_by_the_hub_is_not_called_unreachable(tmp_path):
+    def fetch(dest, options):
+        raise ValueError("Dataset 'me/missing' doesn't exist on the Hub")
+
+    source = raw_sources.RawSource("wiki", "wiki", "a source", fetch)
+    with pytest.raises(RawDataUnavailable) as caught:
+        raw_sources._fetch_from_hub(source, tmp_path / "no-mirror", {}, tmp_path / "stage", mode="hub")
+    message = str(caught.value)
+    assert "could not be reached" not in message
+    assert "downloading it from the Hub failed (ValueError: Dataset 'me/missing' doesn't exist on the Hub)" in message
+    assert "raw_data.mode is 'hub' for it, so the offline mirror was not read" in message
 
 
 def test_mirror_mode_does_not_fall_back_to_the_hub(tmp_path):

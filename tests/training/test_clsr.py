@@ -327,3 +327,12 @@ def test_the_shared_trainer_runs_clsr_with_sgd(trained):
                    data_fingerprint=data.fingerprint)
     losses_logged = result.curve["loss"].dropna().tolist()
     assert losses_logged[-1] < losses_logged[0] - 0.5, losses_logged
+
+
+def test_the_run_records_the_settings_clsr_never_reads(trained):
+    """CLSR trains on cached embeddings (no truncation length), with SGD and a cosine
+    schedule, in the Kedro process: its card lists momentum and the warm-up, not
+    max_length, cut_fraction or num_processes (trainer.SettingsRead)."""
+    unused = set(trained["model"].metadata["training_unused"])
+    assert {"max_length", "cut_fraction", "num_processes"} <= unused
+    assert not unused & {"momentum", "warmup_ratio", "optimizer", "schedule", "learning_rate", "select_by"}

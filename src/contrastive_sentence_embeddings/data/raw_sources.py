@@ -120,12 +120,61 @@ def materialise_raw_source(
                 "../shared/datasets, or set raw_data.mode to 'hub' on a machine with "
                 "internet access."
             )
-    return _fetch_from_hub(source, mirror, hub_options or {}, staging_dir)
+    return _fetch_from_hub(source, mirror, hub_options or {}, staging_dir, mode)
+
+
+def hub_unreachable(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, says that the Hub could not be
+    reached (no network, a DNS or connection failure, a timeout, ``HF_HUB_OFFLINE``)
+    rather than that it answered with a refusal (no such repository, no access)."""
+    kinds: list[type] = [ConnectionError, TimeoutError]
+    for module, names in (("huggingface_hub.errors", ("OfflineModeIsEnabled", "LocalEntryNotFoundError")),
+                          ("requests.exceptions", ("ConnectionError", "Timeout")),
+                          ("httpx", ("TransportError",))):
+        try:
+            imported = __import__(module, fromlist=list(names))
+        except ImportError:
+            continue
+        kinds += [getattr(imported, name) for name in names if hasattr(imported, name)]
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, tuple(kinds)):
+            return True
+        pending += [current.__cause__, current.__context__]
+    return False
+
+
+def _one_line(error: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def hub_repositories(source: str, options: dict[str, Any] | None = None) -> list[str]:
+    """The Hub data sets a source's download reads (every STS task's repository for
+    ``sts``; :func:`hub_dataset_ids` otherwise)."""
+    if source == "sts":
+        from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
+
+        chosen = dict((options or {}).get("repo_ids") or {})
+        return [chosen.get(task, repo) for task, repo in HUB_REPOS.items()]
+    return hub_dataset_ids(source, options)
 
 
 def _fetch_from_hub(
-    source: RawSource, mirror: Path, options: dict[str, Any], staging_dir: Path | None
+    source: RawSource, mirror: Path, options: dict[str, Any], staging_dir: Path | None, mode: str = "auto"
 ) -> dict[str, RawFile]:
+    if mode == "hub":
+        has_files = mirror.is_dir() and bool(list_files(mirror))
+        mirror_state = (f"raw_data.mode is 'hub' for it, so the offline mirror was not read ({mirror} "
+                        f"{'holds a sample of it' if has_files else 'is missing or empty'})")
+    else:
+        mirror_state = f"it is not in the offline mirror ({mirror} is missing or empty)"
     what_to_do = (
         f"Either put the data in an offline mirror ({mirror} was looked for; set "
         f"{MIRROR_ENV_VAR} or the raw_data.mirror_dir parameter to its parent folder), "
@@ -149,10 +198,22 @@ def _fetch_from_hub(
         logger.debug("Hub download of %s failed", source.name, exc_info=True)
         if ours:
             shutil.rmtree(staging, ignore_errors=True)
-        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        reason = _one_line(err)
+        if hub_unreachable(err):
+            offline = "; HF_HUB_OFFLINE is set, so the Hub libraries do not try the network" \
+                if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on") else ""
+            raise RawDataUnavailable(
+                f"Raw source '{source.name}' ({source.description}): the Hugging Face Hub could not be reached "
+                f"for {', '.join(hub_repositories(source.name, options))} ({reason}{offline}); {mirror_state}. "
+                f"To run offline, read it from the offline mirror: add `--params raw_data.mode=mirror` (or "
+                f"`raw_data.source_modes.{source.name}=mirror` for this source alone) to `kedro run`, with its files "
+                f"in {mirror} ({MIRROR_ENV_VAR} or raw_data.mirror_dir names the folder laid out like "
+                f"{DEFAULT_MIRROR_DIR}; a mirror holds samples, not the full data sets); or run where the Hub "
+                "can be reached."
+            ) from None
         raise RawDataUnavailable(
-            f"Raw source '{source.name}' ({source.description}) is not in the offline "
-            f"mirror and downloading it from the Hub failed ({reason}). {what_to_do}"
+            f"Raw source '{source.name}' ({source.description}): {mirror_state}, and downloading it from the "
+            f"Hub failed ({reason}). {what_to_do}"
         ) from None
     files = list_files(staging)
     if ours:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +141,35 @@ def handle_bad_input(
             f"on_bad_input must be 'skip' or 'error', got {on_bad_input!r}"
         )
     report.drop(reason, where=where)
+
+
+def file_of(location: str) -> str:
+    """The file of a ``file:line`` location (the ``source`` column of prepared rows)."""
+    file, separator, line = location.rpartition(":")
+    return file if separator and line.isdigit() else location
+
+
+def rows_by_input(locations, files_by_input: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """How many of the rows located at ``locations`` (``file:line`` strings: a column
+    of prepared rows, any iterable or Arrow array) come from each input, given the
+    files each input read (``{input: [file label, ...]}``). Every input is counted,
+    0 when none of its rows is left; a row from a file of no input is an error (the
+    counts would not add up to the rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    input_of = {file: name for name, files in files_by_input.items() for file in files}
+    counts = dict.fromkeys(files_by_input, 0)
+    column = locations if isinstance(locations, (pa.Array, pa.ChunkedArray)) else pa.array(list(locations), pa.string())
+    if len(column) == 0:
+        return counts
+    files = pc.replace_substring_regex(column, r":\d+$", "")
+    for entry in pc.value_counts(files).to_pylist():
+        file, count = entry["values"], entry["counts"]
+        if file not in input_of:
+            raise ValueError(f"rows from {file}, which none of the inputs {sorted(files_by_input)} read")
+        counts[input_of[file]] += count
+    return counts
 
 
 def merge_reports(*reports: StepReport | dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
 from contrastive_sentence_embeddings.training import losses
 from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, unbucket
@@ -249,6 +250,14 @@ class DeCLUTR(Method):
     def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
         return {"mlm": load_mlm_head(source, encoder)} if self.mlm else {}
 
+    def describe(self, model: nn.Module) -> dict:
+        """The hyper-parameters, without ``mlm_probability`` when ``mlm`` is off (no
+        token is masked then: the setting has no effect)."""
+        described = super().describe(model)
+        if not self.mlm:
+            described.pop("mlm_probability")
+        return described
+
     def loss(self, model, anchors: list[dict], positives: list[dict]) -> Logs:
         pieces, rows = [], []
         mlm_sum = torch.zeros((), device=anchors[0]["input_ids"].device)
@@ -291,7 +300,15 @@ def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
     base model are supported (BERT, RoBERTa, DistilRoBERTa, XLM-R, ...)."""
     from transformers import AutoModelForMaskedLM
 
-    masked_lm, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
+    # transformers reports, as warnings, every weight the masked-LM model and the
+    # checkpoint do not share: the head's weights when the checkpoint has none (a load
+    # report table, and "This checkpoint seem corrupted" because the head's tied bias is
+    # absent too), the pooler and a next-sentence head it does not use. Here that is the
+    # expected difference between an encoder checkpoint and a masked-LM model, not a
+    # fault, and the lines below log what matters: whether the head is new. Only those
+    # two messages are held, and only for this call (library_messages.held_messages).
+    with held_messages("transformers.modeling_utils", r"LOAD REPORT", r"^This checkpoint seem corrupted"):
+        masked_lm, info = AutoModelForMaskedLM.from_pretrained(source, output_loading_info=True)
     base = masked_lm.base_model
     children = [(name, module) for name, module in masked_lm.named_children() if module is not base]
     if len(children) != 1:
@@ -307,6 +324,10 @@ def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
                        "; its decoder is tied to the word embeddings" if masked_lm.config.tie_word_embeddings else "")
     else:
         logger.info("DeCLUTR's MLM uses the pretrained masked-LM head of %s (%s)", source, type(head).__name__)
+    unused = sorted(info.get("unexpected_keys", ()))
+    if unused:
+        logger.info("%s: %d checkpoint weight(s) the masked-LM model does not use (e.g. %s)", source, len(unused),
+                    ", ".join(unused[:3]))
     return head
 
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from contrastive_sentence_embeddings.config import MethodConfig
+from contrastive_sentence_embeddings.config import FANOUT_FAMILIES, MethodConfig
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.training.methods import build_method
-from contrastive_sentence_embeddings.training.trainer import TrainingResult, tokenize_sentences, train
+from contrastive_sentence_embeddings.training.trainer import SettingsRead, TrainingResult, tokenize_sentences, train
 
 
 logger = logging.getLogger(__name__)
@@ -154,11 +154,16 @@ def train_method(
     method = build_method(config.kind, config.method)
     model = method.build_model(encoder, tokenizer, pooling, resolve_encoder(encoder_name), seed=training.seed,
                                **dict(model_options or {}))
-    examples, collate, data_description = make_examples(tokenizer, model, training)
+    # The examples builder and the trainer see the settings through one recorder: what
+    # neither reads had no effect on this run, and the model card leaves it out.
+    settings = SettingsRead(training)
+    if method.family in FANOUT_FAMILIES:
+        settings.num_processes  # noqa: B018 - read by the training node, which started this run's processes
+    examples, collate, data_description = make_examples(tokenizer, model, settings)
     logger.info("%s: %s, %s, %s pooling, heads (training only): %s", config.kind, encoder_name,
                 ", ".join(f"{k} {v}" for k, v in data_description.items()), pooling,
                 ", ".join(model.heads.keys()) or "none")
-    result = train(model, tokenizer, examples, training, dev_scorer, collate=collate)
+    result = train(model, tokenizer, examples, settings, dev_scorer, collate=collate)
     result.curve.insert(0, "seed", training.seed)  # runs over seeds share one curve file per method
     model.encoder.load_state_dict(result.best_state)
     metadata = run_metadata(config.kind, encoder_name, pooling, training.seed, method.describe(model), result,
@@ -178,6 +183,8 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         "seed": seed,
         "method_params": dict(method_params),
         "training": result.extra.get("config", {}),
+        # The training settings the run never read: they had no effect (trainer.SettingsRead).
+        "training_unused": result.extra.get("settings_unread", []),
         "best_step": result.best_step,
         "best_dev": result.best_scores,
         "steps": result.steps,
@@ -187,5 +194,6 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         **data_description,
         "examples_per_second": round(result.examples_per_second, 2),
         "peak_memory_gib": result.extra.get("peak_memory_gib"),
+        "peak_memory_measure": result.extra.get("peak_memory_measure"),  # trainer.MEMORY_MEASURES
         "train_seconds": round(result.seconds, 1),
     }

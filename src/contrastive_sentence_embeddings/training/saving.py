@@ -74,10 +74,11 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -85,7 +86,7 @@ from pathlib import Path
 import torch
 
 from contrastive_sentence_embeddings.crash_points import crash_point
-from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length
+from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length, read_model_metadata
 from contrastive_sentence_embeddings.pooling import check_pooling
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,9 @@ def save_sentence_encoder(
             raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
         tokenizer.save_pretrained(staging)
         _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
+        # What this save wrote (the folder's entries): all a stale model's removal may delete.
+        metadata_text = json.dumps({**json.loads(metadata_text), "files": sorted(
+            [entry.name for entry in staging.iterdir()] + [METADATA_FILE])}, indent=2, ensure_ascii=False) + "\n"
         (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
         _move_into_place(staging, output_dir)
     except BaseException:
@@ -419,3 +423,116 @@ def _class_ref(cls: type) -> str:
 
 def _write_json(path: Path, content) -> None:
     path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+
+
+# --- models a change of seeds or parameters left behind ----------------------------------
+# A method's models live in one folder, data/06_models/<method> (the catalog's
+# "<method>.model"): its one model at the root (seeds: null), or one model per seed in
+# seed<k>/ beside nothing else. After the seeds or the method's parameters change, a
+# model of the old setting must not stay where SentenceTransformer(path) still loads it.
+SEED_FOLDER = re.compile(r"^seed(\d+)$")
+# Training settings that differ between a method's runs over seeds (config.seeded_block)
+# or that do not change the trained weights (trainer.run_fingerprint ignores them too).
+PER_RUN_SETTINGS = ("seed", "checkpoint_dir", "resume", "log_every")
+# What is moved out of a stale root model first: without these no loader takes the
+# folder for a model, so an interruption never leaves a loadable half.
+_LOADABILITY_FILES = (METADATA_FILE, "modules.json", "config.json")
+
+
+def run_configuration(metadata: Mapping) -> dict:
+    """What two runs of one method must share for one not to be stale beside the other:
+    the method, base encoder, pooling, method parameters and training settings as the
+    model's metadata records them, less :data:`PER_RUN_SETTINGS`."""
+    training = {k: v for k, v in (metadata.get("training") or {}).items() if k not in PER_RUN_SETTINGS}
+    return {"method": metadata.get("method"), "base_encoder": metadata.get("base_encoder"),
+            "pooling": metadata.get("pooling"), "method_params": metadata.get("method_params"),
+            "training": training}
+
+
+def _saved_name(folder: Path) -> str | None:
+    """The run name a saved model of ours records (None: no model of ours in ``folder``)."""
+    try:
+        return read_model_metadata(folder).get("name") if (folder / METADATA_FILE).is_file() else None
+    except ValueError:
+        return None
+
+
+def stale_models(method_folder: str | Path, method: str, runs: Collection[str],
+                 configuration: Mapping | None = None, saving: str | None = None) -> list[tuple[Path, str]]:
+    """The models in ``method_folder`` (``data/06_models/<method>``) that the project
+    saved for ``method`` and that no longer belong there, with the reason:
+
+    * the root model (``<method>``, a run without seeds) when ``runs`` (the method's
+      runs now: ``<method>``, or ``<method>.seed<k>`` for each seed) does not hold it;
+    * a ``seed<k>/`` model of a seed no longer in ``runs``, or, when ``configuration``
+      (:func:`run_configuration` of the model being saved as run ``saving``) is given,
+      any other seed's model trained with another configuration.
+
+    Only folders holding this project's metadata naming that run are considered: a
+    folder of anyone else's is never a stale model of ours."""
+    folder = Path(method_folder)
+    found: list[tuple[Path, str]] = []
+    if not folder.is_dir():
+        return found
+    if _saved_name(folder) == method and method not in runs:
+        found.append((folder, f"the single run of {method}, which now runs over seeds ({', '.join(sorted(runs))})"))
+    for path in sorted(folder.iterdir()):
+        match = SEED_FOLDER.match(path.name)
+        if not match or not path.is_dir() or _saved_name(path) != f"{method}.{path.name}":
+            continue
+        run = f"{method}.{path.name}"
+        if run not in runs:
+            reason = ("the seeds are now " + ", ".join(sorted(runs)) if method not in runs
+                      else f"{method} now runs once, without seeds")
+            found.append((path, f"{run}: {reason}"))
+        elif configuration is not None and run != saving and \
+                run_configuration(read_model_metadata(path)) != dict(configuration):
+            found.append((path, f"{run}: trained with other parameters than {saving} now is"))
+    return found
+
+
+def remove_stale_models(method_folder: str | Path, method: str, runs: Collection[str],
+                        configuration: Mapping | None = None, saving: str | None = None) -> list[str]:
+    """Delete :func:`stale_models` and log each; returns what was removed, in words. A
+    seed folder goes in one rename (then is deleted); the root model's files (the
+    folder's entries other than ``seed<k>/`` ones) leave with the files that make the
+    folder loadable moved first, so an interruption never leaves half a model that
+    loads."""
+    removed = []
+    for path, reason in stale_models(method_folder, method, runs, configuration, saving):
+        trash = path.parent / f".{path.name}.stale-{uuid.uuid4().hex[:12]}"
+        left: list[str] = []
+        if path == Path(method_folder):
+            entries, left = _root_model_entries(path)
+            trash.mkdir()
+            first = {name: rank for rank, name in enumerate(_LOADABILITY_FILES)}
+            for entry in sorted(entries, key=lambda entry: (first.get(entry.name, len(first)), entry.name)):
+                os.rename(entry, trash / entry.name)
+        else:
+            os.rename(path, trash)
+        shutil.rmtree(trash)
+        message = f"removed the stale model {path} ({reason})"
+        if left:
+            message += f"; left {', '.join(left)} there, which the project did not write"
+        logger.warning("%s", message)
+        removed.append(message)
+    return removed
+
+
+def _root_model_entries(folder: Path) -> tuple[list[Path], list[str]]:
+    """The entries of the model saved at the root of ``folder``: those its save wrote
+    (``files`` in its metadata) and its model card; for a model saved before that
+    list was recorded, every entry but the ``seed<k>/`` runs (a save replaces the whole
+    folder, so they were its own). Also the names of what is not the model's."""
+    from contrastive_sentence_embeddings.model_card import CARD_FILE
+
+    written = read_model_metadata(folder).get("files")
+    mine, others = [], []
+    for entry in sorted(folder.iterdir()):
+        if (SEED_FOLDER.match(entry.name) and entry.is_dir()) or entry.name.startswith(".seed"):
+            continue  # a seed's run, or what an interrupted save of one left
+        if written is None or entry.name in written or entry.name == CARD_FILE:
+            mine.append(entry)
+        else:
+            others.append(entry.name)
+    return mine, others

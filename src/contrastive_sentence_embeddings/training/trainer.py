@@ -57,6 +57,7 @@ from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,41 @@ class TrainingConfig:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)
         return config
+
+
+class SettingsRead:
+    """A :class:`TrainingConfig` that notes which of its settings are read, handed to
+    the code that trains (the family's examples builder and :func:`train`) in place of
+    the config itself. What was never read had no effect on the run: DeCLUTR's spans
+    are sampled in data preparation, so ``max_length`` (the sentence families'
+    truncation) is never read; ``momentum`` only with SGD; ``cut_fraction`` only with
+    the slanted triangular schedule, ``warmup_ratio`` only without it; ``resume`` only
+    with a ``checkpoint_dir``. The model card lists only the settings read
+    (:meth:`unread`, recorded as ``training_unused`` in the model's metadata), so the
+    rule follows the code instead of a hand-kept list. Book-keeping that copies every
+    setting (the checkpoint fingerprint, the metadata) reads :attr:`settings`."""
+
+    def __init__(self, config: TrainingConfig):
+        self.__dict__["settings"] = config
+        self.__dict__["read"] = set()
+
+    def __getattr__(self, name: str):
+        value = getattr(self.settings, name)
+        if name in TrainingConfig.__dataclass_fields__:
+            self.read.add(name)
+        return value
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"training settings are read-only here (tried to set {name})")
+
+    def unread(self) -> list[str]:
+        """The settings nothing has read so far, in declaration order."""
+        return [name for name in TrainingConfig.__dataclass_fields__ if name not in self.read]
+
+
+def reading(config: "TrainingConfig | SettingsRead") -> SettingsRead:
+    """``config`` as a :class:`SettingsRead` (itself when it already is one)."""
+    return config if isinstance(config, SettingsRead) else SettingsRead(config)
 
 
 def check_num_processes(value) -> int | str:
@@ -221,9 +257,26 @@ def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, p
     return digest.hexdigest()[:16]
 
 
+# What ``peak_memory_gib`` measures (``peak_memory_measure`` in a model's metadata),
+# by device: the card and the docs name it from here.
+MEMORY_MEASURES = {
+    "cuda_max_allocated": "peak GPU memory allocated by PyTorch's tensors during training "
+                          "(torch.cuda.max_memory_allocated, reset when training starts; the caching "
+                          "allocator may hold more)",
+    "process_peak_rss": "peak resident memory (RSS) of the training process since the process started "
+                        "(data preparation run in the same process counts too)",
+}
+
+
+def memory_measure(device: torch.device) -> str:
+    """The key of :data:`MEMORY_MEASURES` that :func:`peak_memory_gib` reports on ``device``."""
+    return "cuda_max_allocated" if device.type == "cuda" else "process_peak_rss"
+
+
 def peak_memory_gib(device: torch.device) -> float:
     """Peak memory of this process so far: allocated CUDA memory on a GPU, resident set
-    size on CPU (Linux reports ru_maxrss in KiB, macOS in bytes)."""
+    size on CPU (Linux reports ru_maxrss in KiB, macOS in bytes); see
+    :data:`MEMORY_MEASURES`."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
     import resource
@@ -377,7 +430,7 @@ def train(
     model: ContrastiveModel,
     tokenizer,
     examples: Sequence,
-    config: TrainingConfig,
+    config: TrainingConfig | SettingsRead,
     dev_scorer: Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]] | None = None,
     collate: Callable[[list], dict[str, torch.Tensor]] | None = None,
     data_fingerprint: str | None = None,
@@ -394,6 +447,8 @@ def train(
     from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import set_seed
 
+    config = reading(config)  # notes the settings this run reads (SettingsRead)
+    settings = config.settings
     # Unused parameters are normal here (e.g. BERT's pooler under [CLS]-before-pooler or
     # mean pooling), and DDP refuses them unless told to look for them. The schedule is
     # stepped once per optimiser step: accelerate's default steps it once per process
@@ -403,6 +458,8 @@ def train(
                               step_scheduler_with_optimizer=False,
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     processes = accelerator.num_processes
+    if accelerator.device.type == "cuda":  # this run's peak, not an earlier run's in the same process
+        torch.cuda.reset_peak_memory_stats(accelerator.device)
     global_batch = config.batch_size * processes
     if len(examples) < global_batch:
         raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}"
@@ -424,11 +481,12 @@ def train(
     loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
                         generator=generator, collate_fn=lambda rows: collate([examples[i] for i in rows]))
     optimizer = build_optimizer(model, config)
-    warmup = int(config.warmup_ratio * steps)
-    if config.schedule == "slanted_triangular":
-        multiplier = lambda step: slanted_triangular(step, steps, config.cut_fraction)  # noqa: E731
+    if config.schedule == "slanted_triangular":  # its own rise: warmup_ratio is not read
+        cut_fraction = config.cut_fraction
+        multiplier = lambda step: slanted_triangular(step, steps, cut_fraction)  # noqa: E731
     else:
-        multiplier = lambda step: warmup_then(step, steps, warmup, config.schedule)  # noqa: E731
+        warmup, schedule = int(config.warmup_ratio * steps), config.schedule
+        multiplier = lambda step: warmup_then(step, steps, warmup, schedule)  # noqa: E731
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
@@ -438,7 +496,7 @@ def train(
     store = CheckpointStore(config.checkpoint_dir) if config.checkpoint_dir else None
     if data_fingerprint is None:  # a collate that builds batches from more than the examples knows its data
         data_fingerprint = collate.fingerprint() if hasattr(collate, "fingerprint") else data_digest(examples)
-    fingerprint = run_fingerprint(config, data_fingerprint, core, processes)
+    fingerprint = run_fingerprint(settings, data_fingerprint, core, processes)
     state["fingerprint"] = fingerprint
     if store is not None and accelerator.is_main_process:
         store.clean_interrupted()
@@ -498,7 +556,15 @@ def train(
         # process's RNG state, gathered to it, in the files accelerate's load_state reads.
         rng_states = _gather_rng_states(accelerator)
         if accelerator.is_main_process:
-            accelerator.save_state(str(staging / ACCELERATE_STATE))
+            # DeCLUTR's masked-LM decoder shares its weight with the word embeddings (and
+            # its bias with the head's): safetensors stores one tensor per storage, so
+            # accelerate saves each shared tensor once and warns "Removed shared tensor
+            # ... while saving" at every checkpoint. Benign here: load_state reads the
+            # file with safetensors' load_model into this same model, whose ties make the
+            # removed names the kept tensors again (tests/training/test_trainer.py resumes
+            # such a model and checks it). Nothing else of accelerate's is held.
+            with held_messages("accelerate.utils.other", r"Removed shared tensor"):
+                accelerator.save_state(str(staging / ACCELERATE_STATE))
             for rank, rng_state in enumerate(rng_states[1:], start=1):
                 torch.save(rng_state, staging / ACCELERATE_STATE / f"{_RNG_STATE_FILE}_{rank}.pkl")
         crash_point("checkpoint:after_accelerate_state")
@@ -578,17 +644,22 @@ def train(
     curve = _curve_table(state["curve"])
     rate = state["examples"] / max(seconds, 1e-9)
     peak = peak_memory_gib(accelerator.device)
-    logger.info("trained %d steps in %.0f s (%.1f examples/s, peak %s memory %.2f GiB); best %s %s at step %d",
-                state["step"], seconds, rate, "GPU" if accelerator.device.type == "cuda" else "process", peak,
-                config.select_by, f"{state['best_scores'].get(config.select_by, float('nan')):.2f}",
-                state["best_step"])
+    kept = "the last weights"
+    if dev_scorer is not None:
+        kept = (f"best {config.select_by} {state['best_scores'].get(config.select_by, float('nan')):.2f} "
+                f"at step {state['best_step']}")
+    logger.info("trained %d steps in %.0f s (%.1f examples/s, peak %s memory %.2f GiB); %s",
+                state["step"], seconds, rate, "GPU (allocated)" if accelerator.device.type == "cuda" else "process (RSS)",
+                peak, kept)
     if dev_scorer is not None and state["best_step"] == 0:
         logger.warning("no training step scored above step 0 on %s: the kept weights are the starting ones "
                        "(the pretrained encoder, with any newly initialised layers; see the training curve)",
                        config.select_by)
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
-                          {"config": asdict(config), "num_processes": accelerator.num_processes,
-                           "peak_memory_gib": round(peak, 3), "examples_seen": int(state["examples"])})
+                          {"config": asdict(settings), "settings_unread": config.unread(),
+                           "num_processes": accelerator.num_processes, "peak_memory_gib": round(peak, 3),
+                           "peak_memory_measure": memory_measure(accelerator.device),
+                           "examples_seen": int(state["examples"])})
 
 
 _RNG_STATE_FILE = "random_states"  # accelerate's name for a process's RNG state: <name>_<process>.pkl

@@ -64,6 +64,51 @@ def test_sample_sentences_filters_then_samples(raw_inputs):
     assert not sample["sentence"].str.contains("<unk>").any()
 
 
+def test_the_reports_count_the_rows_each_input_gave(raw_inputs):
+    """Each step counts its rows out by input (from the file each row was read from), so
+    the model card can tell which data sets reached the training data: here the sample
+    of 3 draws from the 4 kept candidates, which come from both inputs."""
+    candidates, report = nodes.collect_sentence_candidates(raw_inputs["raw_wiki"], raw_inputs["raw_longdocs"],
+                                                           SENTENCE_PARAMS, "skip")
+    files = {"sentence_per_line": raw_inputs["raw_wiki"]["wiki.txt"]().label,
+             "wikitext": raw_inputs["raw_longdocs"]["w.txt"]().label}
+    by_file = candidates.to_pandas()["source"].str.rsplit(":", n=1).str[0].value_counts().to_dict()
+    assert report["sentence_candidates"]["rows_out_by_input"] == {name: by_file[f] for name, f in files.items()}
+    sample, sampled = nodes.sample_sentences(candidates, SENTENCE_PARAMS, None, raw_inputs["raw_wiki"],
+                                             raw_inputs["raw_longdocs"])
+    drawn = sample.to_pandas()["source"].str.rsplit(":", n=1).str[0].value_counts().to_dict()
+    expected = {name: drawn.get(f, 0) for name, f in files.items()}
+    assert sampled["wiki_sentences"]["rows_out_by_input"] == expected and sum(expected.values()) == 3
+    # Without the raw inputs (which name the files), no per-input counts.
+    assert "rows_out_by_input" not in nodes.sample_sentences(candidates, SENTENCE_PARAMS)[1]["wiki_sentences"]
+
+
+def test_long_documents_count_what_each_input_kept(mirror_dir):
+    """The mirror's OpenWebText samples are all shorter than 1,024 tokens: read, but none
+    kept, which the report says (and the model card then does not name OpenWebText)."""
+    from contrastive_sentence_embeddings.data.raw_file import folder_partitions
+
+    longdocs, owt = folder_partitions(mirror_dir / "longdocs"), folder_partitions(mirror_dir / "openwebtext")
+    counts = {}
+    for minimum in (1024, 64):
+        kept, report = nodes.build_long_documents(longdocs, owt, {"inputs": ["wikitext", "openwebtext"],
+                                                                  "min_doc_tokens": minimum}, DEFAULT_ENCODER, "skip")
+        from_owt = int(kept.to_pandas()["source"].str.contains("/openwebtext/").sum())
+        counts[minimum] = report["long_documents"]["rows_out_by_input"]
+        assert counts[minimum] == {"wikitext": len(kept) - from_owt, "openwebtext": from_owt}
+    assert counts[1024]["openwebtext"] == 0 < counts[1024]["wikitext"]
+    assert counts[64]["openwebtext"] > 0
+
+
+def test_rows_from_a_file_of_no_input_are_an_error():
+    from contrastive_sentence_embeddings.data.report import rows_by_input
+
+    assert rows_by_input(["a.txt:1", "a.txt:20", "b.txt:3"], {"x": ["a.txt"], "y": ["b.txt"], "z": []}) == {
+        "x": 2, "y": 1, "z": 0}
+    with pytest.raises(ValueError, match="rows from c.txt, which none of the inputs"):
+        rows_by_input(["c.txt:1"], {"x": ["a.txt"]})
+
+
 def test_long_documents_are_tokenised_and_filtered(write_file, partitions):
     owt = write_file("owt/a.txt", ("word " * 50 + "\n") + "\n" + ("word " * 5 + "\n"))
     params = {"inputs": ["openwebtext"], "min_doc_tokens": 40}

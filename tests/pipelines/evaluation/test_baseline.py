@@ -45,6 +45,21 @@ def test_baseline_scores_every_pooling(project):
     assert metrics["baseline-mean"]["sts_avg"] != metrics["baseline-cls"]["sts_avg"]
 
 
+def test_each_pooling_gets_its_mteb_results_folder(project):
+    """``kedro run --pipelines=baseline`` writes MTEB's result files of every pooling,
+    each holding the metrics file's scores on MTEB's 0-1 scale."""
+    metrics = read_metrics(project.root)
+    folders = {p.name: p for p in (project.root / "data/08_reporting/mteb").iterdir()}
+    assert set(folders) == set(metrics)
+    for name, folder in folders.items():
+        report = json.loads((folder / "export_report.json").read_text())
+        assert report["run"] == name and report["revision"] == metrics[name]["model_fingerprint"]
+        [stsb] = folder.glob("results/*/*/STSBenchmark.json")
+        score = json.loads(stsb.read_text())["scores"]["test"][0]["main_score"]
+        assert score == metrics[name]["stsb"] / 100
+        assert "SICK-R" in report["not_written"]  # SentEval's SICK test split is not MTEB's SICK-R
+
+
 def test_leaderboard_has_a_row_per_metrics_file(project):
     table = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv")
     assert sorted(table["model"]) == sorted(read_metrics(project.root))

@@ -49,3 +49,28 @@ def test_curve_has_both_loss_terms_metrics_and_leaderboard_row(project):
     metrics = json.loads((project.root / "data/08_reporting/metrics/declutr.json").read_text())
     assert metrics["model"]["method"] == "declutr" and np.isfinite(metrics["sts_avg"])
     assert "declutr" in set(pd.read_csv(project.root / "data/08_reporting/leaderboard.csv")["model"])
+
+
+def test_the_run_writes_its_scores_as_mteb_results(project):
+    metrics = json.loads((project.root / "data/08_reporting/metrics/declutr.json").read_text())
+    folder = project.root / "data/08_reporting/mteb/declutr"
+    report = json.loads((folder / "export_report.json").read_text())
+    assert report["model_name"] == "contrastive-sentence-embeddings/declutr"
+    written = {p.stem: json.loads(p.read_text()) for p in folder.glob("results/*/*/*.json") if p.stem != "model_meta"}
+    assert set(written) == set(report["written"]) == {"STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"}
+    assert written["STS12"]["scores"]["test"][0]["main_score"] == metrics["sts12"] / 100
+
+
+def test_the_card_cites_only_the_data_whose_documents_were_kept(project):
+    """The mirror's OpenWebText samples are all shorter than the documents DeCLUTR keeps:
+    read, but none kept; the card's data sets name WikiText only, and its training
+    parameters leave out what DeCLUTR never reads."""
+    from contrastive_sentence_embeddings.model_card import split_front_matter
+
+    report = json.loads((project.root / "data/08_reporting/data_report/long_documents.json").read_text())
+    assert report["long_documents"]["rows_out_by_input"]["openwebtext"] == 0
+    matter, body = split_front_matter((project.root / "data/06_models/declutr/README.md").read_text())
+    assert matter["datasets"] == ["Salesforce/wikitext"]
+    training = body.split("Training parameters", 1)[1].split("```", 2)[1]
+    assert "max_length" not in training and "cut_fraction" in training
+    assert "peak memory of the training process (RSS, GiB)" in body

@@ -29,7 +29,7 @@ from contrastive_sentence_embeddings.data import pairs, wikipedia
 from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
 from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import StepReport, rows_by_input
 from contrastive_sentence_embeddings.data.spans import document_lengths, sample_spans
 from contrastive_sentence_embeddings.encoders import load_tokenizer
 
@@ -75,26 +75,44 @@ def collect_sentence_candidates(
     _check_choices(params["inputs"], SENTENCE_INPUTS, "wiki_sentences.inputs")
     report = StepReport("sentence_candidates")
     units = []
-    if "sentence_per_line" in params["inputs"]:
-        for raw in _text_files(raw_wiki, "raw_wiki").values():
-            units.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
-    if "wikitext" in params["inputs"]:
-        for raw in _text_files(raw_longdocs, "raw_longdocs").values():
-            units.append(wikipedia.wikitext_paragraph_units(raw, report, on_bad_input))
+    files = _sentence_input_files(raw_wiki, raw_longdocs, params["inputs"])
+    for raw in files.get("sentence_per_line", ()):
+        units.append(wikipedia.line_sentence_candidates(raw, report, on_bad_input))
+    for raw in files.get("wikitext", ()):
+        units.append(wikipedia.wikitext_paragraph_units(raw, report, on_bad_input))
     if not units:
         raise _no_text_input(f"wiki_sentences.inputs {params['inputs']}")
     candidates = wikipedia.sentence_candidates(itertools.chain.from_iterable(units), worker_count(num_proc))
     report.rows_out = len(candidates)
     report.extra["note"] = "rows in are input lines; rows out are sentences after splitting"
+    # The rows each input gave: the model card names a data set only when its rows
+    # reached the training data (sample_sentences counts again, after the sample).
+    report.extra["rows_out_by_input"] = _rows_by_input(candidates, _labels(files))
     report.log(logger)
     return candidates, {report.step: report.to_dict()}
 
 
+def _sentence_input_files(raw_wiki: Partitions, raw_longdocs: Partitions, inputs) -> dict[str, list[RawFile]]:
+    """The text files each chosen input of the sentences reads, in reading order."""
+    files: dict[str, list[RawFile]] = {}
+    if "sentence_per_line" in inputs:
+        files["sentence_per_line"] = list(_text_files(raw_wiki, "raw_wiki").values())
+    if "wikitext" in inputs:
+        files["wikitext"] = list(_text_files(raw_longdocs, "raw_longdocs").values())
+    return files
+
+
+def _labels(files: Mapping[str, list[RawFile]]) -> dict[str, list[str]]:
+    return {name: [raw.label for raw in raws] for name, raws in files.items()}
+
+
 def sample_sentences(
-    candidates: datasets.Dataset, params: dict[str, Any], num_proc: int | None = None
+    candidates: datasets.Dataset, params: dict[str, Any], num_proc: int | None = None,
+    raw_wiki: Partitions | None = None, raw_longdocs: Partitions | None = None,
 ) -> tuple[datasets.Dataset, dict[str, Any]]:
     """Clean, length-filter and de-duplicate the candidates (on ``num_proc`` worker
-    processes), then draw the seeded sample."""
+    processes), then draw the seeded sample. Given the raw inputs the candidates were
+    read from, the report counts the sampled rows of each input too."""
     params = asdict(parse_strict(WikiSentencesConfig, params, "data_processing.wiki_sentences"))
     report = StepReport("wiki_sentences", rows_in=len(candidates))
     kept = wikipedia.clean_and_filter_sentences(
@@ -103,6 +121,9 @@ def sample_sentences(
     )
     sample = wikipedia.sample_rows(kept, params.get("n_sentences"), params["seed"], report)
     report.rows_out = len(sample)
+    if raw_wiki is not None and raw_longdocs is not None:
+        files = _sentence_input_files(raw_wiki, raw_longdocs, params["inputs"])
+        report.extra["rows_out_by_input"] = _rows_by_input(sample, _labels(files))
     report.log(logger)
     return sample, {report.step: report.to_dict()}
 
@@ -130,6 +151,9 @@ def build_long_documents(
         files += [("openwebtext", pid, raw) for pid, raw in _text_files(raw_openwebtext, "raw_openwebtext").items()]
     if not files:
         raise _no_text_input(f"long_documents.inputs {params['inputs']}")
+    files_by_input: dict[str, list[str]] = {}
+    for kind, _, raw in files:
+        files_by_input.setdefault(kind, []).append(raw.label)
     read = {"documents": 0, "dropped": 0}
     kept = docs.tokenized_long_documents(
         _counted(_raw_documents(files, tokenizer.unk_token, report, on_bad_input), read, report),
@@ -139,8 +163,22 @@ def build_long_documents(
     # empty documents), as before the documents were streamed
     report.rows_in = read["documents"] + read["dropped"]
     report.extra["encoder"] = encoder
+    # The documents kept from each input: the model card names a data set only when
+    # some of its documents were kept (1024 tokens drop every OpenWebText sample).
+    report.extra["rows_out_by_input"] = _rows_by_input(kept, files_by_input)
     report.log(logger)
     return kept, {report.step: report.to_dict()}
+
+
+def _rows_by_input(rows: datasets.Dataset, files_by_input: Mapping[str, list[str]],
+                   batch_rows: int = 65_536) -> dict[str, int]:
+    """:func:`~..data.report.rows_by_input` of a prepared data set's ``source`` column,
+    read a batch at a time (a column of 8M locations is never held whole)."""
+    counts = dict.fromkeys(files_by_input, 0)
+    for batch in rows.select_columns(["source"]).with_format("arrow").iter(batch_size=batch_rows):
+        for name, count in rows_by_input(batch.column("source"), files_by_input).items():
+            counts[name] += count
+    return counts
 
 
 def _raw_documents(files, unk_token: str, report: StepReport, on_bad_input: str):

@@ -2,7 +2,7 @@
 with its own data-report file (``report_<step>``, a DVC metric)::
 
     raw_wiki, raw_longdocs -> collect_sentence_candidates -> sentence_candidates
-    sentence_candidates    -> sample_sentences            -> wiki_sentences
+    sentence_candidates    -> sample_sentences            -> wiki_sentences (rows counted by raw input)
     raw_longdocs, raw_openwebtext -> build_long_documents -> long_documents
     long_documents         -> sample_declutr_spans        -> declutr_spans
     raw_sts                -> extract_stsb_pairs          -> stsb_pairs
@@ -31,7 +31,8 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 nodes.sample_sentences,
-                ["sentence_candidates", "params:data_processing.wiki_sentences", NUM_PROC],
+                # the raw inputs only name the files each input read, for the per-input counts
+                ["sentence_candidates", "params:data_processing.wiki_sentences", NUM_PROC, "raw_wiki", "raw_longdocs"],
                 ["wiki_sentences", "report_wiki_sentences"],
                 name="sample_sentences",
                 tags=["sentences"],

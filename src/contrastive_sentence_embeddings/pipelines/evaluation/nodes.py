@@ -99,6 +99,35 @@ def write_model_card(model: str, metrics: Mapping, data_processing: Mapping, raw
                       metrics_name=f"{name}.metrics")
 
 
+def write_mteb_results(metrics: Mapping, sts_pairs: Mapping) -> dict:
+    """A run's STS scores as MTEB's result files (``evaluation.mteb_results.mteb_files``),
+    from its metrics and per-pair predictions."""
+    from contrastive_sentence_embeddings.evaluation.mteb_results import mteb_files
+
+    return mteb_files(metrics, sts_pairs)
+
+
+def write_baseline_mteb_results(metrics: Mapping, sts_pairs: Mapping, baseline: Mapping) -> dict[str, dict]:
+    """:func:`write_mteb_results` of every pooling of ``baseline.poolings``, one folder
+    each (``baseline-<pooling>``). The metrics and predictions folders hold every
+    model's files: only the configured poolings' are read."""
+    from contrastive_sentence_embeddings.evaluation.mteb_results import mteb_files
+
+    config = parse_strict(BaselineConfig, baseline, "baseline")
+    results = {}
+    for spec in baseline_specs("", config.poolings):
+        if spec.name not in metrics or spec.name not in sts_pairs:
+            raise ValueError(f"{spec.name}: no metrics or per-pair predictions to write MTEB results from; "
+                             "run baseline.evaluate first")
+        results[spec.name] = mteb_files(_loaded(metrics[spec.name]), _loaded(sts_pairs[spec.name]))
+    return results
+
+
+def _loaded(partition):
+    """A partition as a partitioned data set hands it: its loader, or its value."""
+    return partition() if callable(partition) else partition
+
+
 def evaluate_baseline(
     raw_sts: Partitions, raw_transfer: Partitions, encoder: str, baseline: Mapping, evaluation: Mapping
 ) -> dict[str, dict]:

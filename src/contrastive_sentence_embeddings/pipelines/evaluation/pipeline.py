@@ -3,6 +3,7 @@ registry under each method's namespace (STS, alignment/uniformity) and under
 ``transfer.<method>`` (the SentEval transfer tasks as well)::
 
     model, raw_sts, raw_transfer -> evaluate -> metrics, sts_pairs (per-pair predictions)
+    metrics, sts_pairs -> mteb_results -> mteb_results (MTEB's result files; not in transfer.<method>)
 
 Each trained run also gets a model card, :func:`model_card_pipeline`, instantiated by
 the registry under ``card.<run>`` (the transfer instances, which score a model a
@@ -24,11 +25,18 @@ from . import nodes
 SHARED_INPUTS = {"raw_sts", "raw_transfer"}
 
 
-def create_pipeline(**kwargs) -> Pipeline:
-    return Pipeline([
+def create_pipeline(mteb_results: bool = True, **kwargs) -> Pipeline:
+    """``evaluate`` and, unless ``mteb_results`` is False (the transfer instances, which
+    score a model a second time), ``mteb_results``: the STS scores as MTEB's result
+    files (``evaluation/mteb_results.py``)."""
+    pipeline = [
         Node(nodes.evaluate_model, ["model", "raw_sts", "raw_transfer", "params:evaluation", "params:block"],
              ["metrics", "sts_pairs"], name="evaluate", tags=["evaluation"]),
-    ])
+    ]
+    if mteb_results:
+        pipeline.append(Node(nodes.write_mteb_results, ["metrics", "sts_pairs"], "mteb_results",
+                             name="mteb_results", tags=["evaluation", "mteb_results"]))
+    return Pipeline(pipeline)
 
 
 def model_card_pipeline(reports: Sequence[str] = ()) -> Pipeline:
@@ -55,13 +63,16 @@ def seeds_pipeline(runs: int) -> Pipeline:
 
 
 def baseline_pipeline() -> Pipeline:
-    """``baseline.evaluate`` (STS for every pooling) and ``baseline.transfer`` (the
-    transfer tasks for ``transfer_evaluation.baseline_poolings``)."""
+    """``baseline.evaluate`` (STS for every pooling), ``baseline.mteb_results`` (their MTEB
+    result files) and ``baseline.transfer`` (the transfer tasks for
+    ``transfer_evaluation.baseline_poolings``)."""
     return Pipeline(
         [
             Node(nodes.evaluate_baseline,
                  ["raw_sts", "raw_transfer", "params:encoder", "params:baseline", "params:evaluation"],
                  ["baseline_metrics", "baseline_sts_pairs"], name="evaluate", tags=["evaluation"]),
+            Node(nodes.write_baseline_mteb_results, ["baseline_metrics", "baseline_sts_pairs", "params:baseline"],
+                 "baseline_mteb_results", name="mteb_results", tags=["evaluation", "mteb_results"]),
             Node(nodes.evaluate_baseline_transfer,
                  ["raw_sts", "raw_transfer", "params:encoder", "params:transfer_evaluation", "params:evaluation"],
                  "baseline_transfer_metrics", name="transfer", tags=["evaluation", "transfer"]),

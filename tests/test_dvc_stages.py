@@ -138,14 +138,13 @@ def test_baseline_stages_list_the_files_their_parameters_produce(project):
     params, _, graph, catalog, stages = project
     poolings = params["baseline"]["poolings"]
     metrics, pairs = path_of(catalog, "baseline_metrics"), path_of(catalog, "baseline_sts_pairs")
-    assert expand(stages["stages"]["baseline"]["outs"]) == [f"{metrics}/baseline-{p}.json" for p in poolings] + [
-        f"{pairs}/baseline-{p}.npz" for p in poolings]
+    mteb = path_of(catalog, "baseline_mteb_results")
+    assert expand(stages["stages"]["baseline"]["outs"]) == [f"{mteb}/baseline-{p}" for p in poolings] + [
+        f"{metrics}/baseline-{p}.json" for p in poolings] + [f"{pairs}/baseline-{p}.npz" for p in poolings]
     assert "metrics" not in stages["stages"]["baseline"]
     transfer = {re.sub(r"^data/08_reporting/metrics_full/|\.json$", "", p)
                 for p in expand(stages["stages"]["baseline_transfer"]["outs"])}
     assert transfer == {f"baseline-{pooling}" for pooling in params["transfer_evaluation"]["baseline_poolings"]}
-    mteb = {re.sub(r"^data/08_reporting/mteb/", "", p) for p in expand(stages["stages"]["baseline"]["outs"])}
-    assert mteb == {f"baseline-{pooling}" for pooling in params["baseline"]["poolings"]}
     node_names = {node.name for node in graph.nodes}
     for stage in ("baseline", "baseline_transfer"):
         nodes = stages["stages"][stage]["cmd"].split("--nodes=")[1].split(",")

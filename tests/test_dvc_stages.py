@@ -321,3 +321,13 @@ def test_the_leaderboard_waits_for_every_data_set_written_into_the_folders_it_re
     for name in graph.all_outputs():
         path = path_of(catalog, name)
         assert is_metrics(name) == (path is not None and covered(path, folders)), (name, path)
+
+
+def test_the_leaderboard_stage_reruns_when_any_runs_parameters_change(project):
+    """A row's status compares its record with today's parameters: the stage lists the
+    overlay and every file a run's block or the evaluation settings come from, whole."""
+    _, methods, _, _, stages = project
+    listed = listed_params(stages["stages"]["leaderboard"])
+    expected = {OVERLAY, SHARED_FILE, "conf/base/parameters_evaluation.yml",
+                *(f"conf/base/parameters_{method}.yml" for method in methods)}
+    assert set(listed) == expected and all(keys is None for keys in listed.values()), listed

@@ -452,3 +452,13 @@ def test_a_misspelt_parameter_stops_the_run_naming_the_key_and_the_file(tmp_path
     message = str(error.value)
     assert key in message and "conf/local/parameters.yml" in message, message
     assert not (tmp_path / "data/01_raw").exists() or not any((tmp_path / "data/01_raw").iterdir())  # nothing ran
+
+
+def test_under_dvc_the_leaderboard_stage_follows_so_no_warning(caplog, monkeypatch):
+    monkeypatch.setenv("DVC_STAGE", "train@simcse")  # what `dvc repro` sets for a stage's command
+    hook = StaleLeaderboardHook()
+    with caplog.at_level(logging.WARNING, logger="contrastive_sentence_embeddings.hooks"):
+        hook.before_pipeline_run()
+        hook.after_dataset_saved("simcse.metrics")
+        hook.after_pipeline_run()
+    assert not caplog.records

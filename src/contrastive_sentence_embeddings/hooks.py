@@ -201,7 +201,9 @@ class StaleLeaderboardHook:
         self._warn_if_stale()
 
     def _warn_if_stale(self) -> None:
-        if self._written:
+        # Under `dvc repro` (DVC names the stage it runs) the leaderboard is a stage of its own
+        # that depends on these metrics: DVC runs it next, so there is nothing to warn about.
+        if self._written and not os.environ.get("DVC_STAGE"):
             logger.warning(
                 "This run wrote new metrics (%s) but did not rebuild the leaderboard: "
                 "data/08_reporting/leaderboard.{md,csv} and summary.json still show the previous results. "

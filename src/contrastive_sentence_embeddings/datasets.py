@@ -400,14 +400,20 @@ class MtebResultsDataset(AbstractDataset):
     :mod:`~contrastive_sentence_embeddings.evaluation.mteb_results`): saving takes
     ``{path in the folder: JSON content}`` and publishes the whole folder at once (written
     in a hidden sibling, then swapped in), so a reader never sees a mix of two runs'
-    files; a folder it did not write (no ``export_report.json``) is never replaced.
-    Loading gives the same mapping back. Used inside a ``partitions.PartitionedDataset``
+    files; a folder it did not write (no ``export_report.json``; an empty one excepted,
+    such as a method's once its seeds' results were removed) is never replaced. Loading
+    gives the same mapping back. Used inside a ``partitions.PartitionedDataset``
     (``filepath_arg: path``) it writes one such folder per partition (the baseline's
     poolings)."""
 
     def __init__(self, path: str, metadata: dict | None = None):
         self._path = Path(path)
         self.metadata = metadata
+
+    @property
+    def path(self) -> Path:
+        """The run's folder (the hook that removes stale runs' results reads it)."""
+        return self._path
 
     def save(self, data) -> None:
         import json
@@ -416,7 +422,8 @@ class MtebResultsDataset(AbstractDataset):
 
         if REPORT_FILE not in data:
             raise DatasetError(f"{self._path}: MTEB results come with their {REPORT_FILE}; got {sorted(data)}")
-        if self._path.exists() and not (self._path / REPORT_FILE).is_file():
+        if self._path.exists() and not (self._path / REPORT_FILE).is_file() and \
+                (not self._path.is_dir() or any(self._path.iterdir())):  # an empty folder holds nothing to lose
             raise DatasetError(f"{self._path} exists and holds no {REPORT_FILE}: not MTEB results this project "
                                "wrote; move it away rather than have it replaced")
         self._path.parent.mkdir(parents=True, exist_ok=True)

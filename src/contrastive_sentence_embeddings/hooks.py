@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from kedro.framework.hooks import hook_impl
@@ -20,6 +22,7 @@ from contrastive_sentence_embeddings.config import (
 )
 from contrastive_sentence_embeddings.config_loader import OVERLAY_FILE, ParameterCommandError
 from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
+from contrastive_sentence_embeddings.library_messages import held_messages
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,17 @@ def _relative_to(path: str, root: Path) -> str:
         return path
 
 
+def _method_parameters(parameters: Mapping) -> Mapping | None:
+    """The run's parameters as ``after_catalog_created`` receives them (Kedro passes the
+    ``params:`` feed and the whole dict under ``parameters``), or None when ``methods``
+    names a method without a block (``validate_parameters`` reports that)."""
+    parameters = parameters.get("parameters", parameters)
+    names = parameters.get("methods") or []
+    if not names or not all(name in parameters for name in names):
+        return None
+    return parameters
+
+
 class SeedRunsHook:
     """A method with ``seeds: [42, 43, 44]`` runs once per seed, each run a namespace
     ``<method>.seed<k>`` whose training node reads ``params:<method>.seed<k>``: the
@@ -111,10 +125,9 @@ class SeedRunsHook:
 
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
-        parameters = parameters.get("parameters", parameters)  # Kedro passes the params: feed and the whole dict
-        names = parameters.get("methods") or []
-        if not names or not all(name in parameters for name in names):
-            return  # validate_parameters reports it
+        parameters = _method_parameters(parameters)
+        if parameters is None:
+            return
         for run, block in run_blocks(parameters).items():
             if run not in parameters:  # a method's own block is in the catalog already
                 catalog[f"params:{run}"] = block
@@ -143,25 +156,10 @@ class LeaderboardOrderingHook:
         read_elsewhere = {name for node in pipeline.nodes if node is not board for name in node.inputs}
         placeholders = [name for name in ordering_inputs(board) if name in free and name not in read_elsewhere]
         # Replacing a configured entry is the point here; Kedro would warn about each one.
-        catalog_logger = logging.getLogger("kedro.io.data_catalog")
-        quiet = _DropMessages("Replacing dataset '%s'", placeholders)
-        catalog_logger.addFilter(quiet)
-        try:
+        replacing = [rf"^Replacing dataset '{re.escape(name)}'$" for name in placeholders]
+        with held_messages("kedro.io.data_catalog", *replacing):
             for name in placeholders:
                 catalog[name] = NOT_WRITTEN_BY_THIS_RUN
-        finally:
-            catalog_logger.removeFilter(quiet)
-
-
-class _DropMessages(logging.Filter):
-    """Drops the log records of one message template about the given names."""
-
-    def __init__(self, template: str, names) -> None:
-        super().__init__()
-        self.template, self.names = template, set(names)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.msg == self.template and record.args and record.args[0] in self.names)
 
 
 class StaleLeaderboardHook:
@@ -220,9 +218,12 @@ class StaleModelsHook:
     reverse would leave ``seed<k>/`` folders, a shorter list the dropped seeds' models.
     Just before a run's model is saved (the run has trained, under the parameters now
     in force), this hook removes the method's models that are not among its runs now,
-    and its other seeds' models trained with another configuration
-    (``training.saving.remove_stale_models``: only folders holding the project's metadata
-    for that run; each removal is logged). A run that trains nothing removes nothing."""
+    and its other seeds' models of another configuration than the one being saved, by
+    the rule the average over seeds uses (``training.saving.remove_stale_models``: only
+    folders holding the project's metadata for that run), and the MTEB result folders
+    of the runs it no longer has (``remove_stale_results``: only folders with the
+    ``export_report.json`` the project writes), so the run's own results can be written
+    where they belong. Each removal is logged. A run that trains nothing removes nothing."""
 
     def __init__(self) -> None:
         self._catalog = None
@@ -231,10 +232,9 @@ class StaleModelsHook:
     @hook_impl
     def after_catalog_created(self, catalog, parameters) -> None:
         self._catalog, self._runs = catalog, {}
-        parameters = parameters.get("parameters", parameters)
-        names = parameters.get("methods") or []
-        if not names or not all(name in parameters for name in names):
-            return  # validate_parameters reports it
+        parameters = _method_parameters(parameters)
+        if parameters is None:
+            return
         try:
             configs = method_configs(parameters)
         except ParameterError:
@@ -247,13 +247,14 @@ class StaleModelsHook:
     def before_dataset_saved(self, dataset_name: str, data, node) -> None:
         if dataset_name not in self._runs or self._catalog is None:
             return
-        from contrastive_sentence_embeddings.training.saving import remove_stale_models, run_configuration
+        from contrastive_sentence_embeddings.training.saving import remove_stale_models, remove_stale_results
 
         method, runs = self._runs[dataset_name]
-        dataset = self._catalog.get(f"{method}.model")
-        folder = getattr(dataset, "filepath", None)
+        folder = getattr(self._catalog.get(f"{method}.model"), "filepath", None)
         if folder is None:  # not the project's model data set: its layout is not ours to judge
             return
-        metadata = getattr(data, "metadata", None)
-        configuration = run_configuration({"pooling": getattr(data, "pooling", None), **metadata}) if metadata else None
-        remove_stale_models(folder, method, runs, configuration, saving=dataset_name.removesuffix(".model"))
+        provenance = (getattr(data, "metadata", None) or {}).get("provenance")
+        remove_stale_models(folder, method, runs, provenance, saving=dataset_name.removesuffix(".model"))
+        results = getattr(self._catalog.get(f"{method}.mteb_results"), "path", None)
+        if results is not None:
+            remove_stale_results(results, method, runs)

@@ -93,6 +93,10 @@ logger = logging.getLogger(__name__)
 
 # Files whose presence marks a folder as a saved model that a new save may replace.
 _MODEL_MARKERS = (METADATA_FILE, "config.json", "modules.json")
+# The sentence-transformers files a save writes beside the Hugging Face model, and the
+# classes of the modules it may put after the Transformer (each in "<index>_<class>/").
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+MODULES_AFTER_TRANSFORMER = ("WeightedLayerPooling", "Pooling", "Dense", "Normalize")
 # Distribution names whose versions are recorded in the metadata.
 _RECORDED_DISTRIBUTIONS = {
     "torch": "torch",
@@ -397,14 +401,16 @@ def _write_sentence_transformers_files(folder: Path, config, pooling: str, max_s
 
     modules = [{"idx": 0, "name": "0", "path": "", "type": _class_ref(Transformer)}]
     for idx, module in enumerate(after_transformer, start=1):
+        assert type(module).__name__ in MODULES_AFTER_TRANSFORMER  # a stale model's removal knows its folder
         path = f"{idx}_{type(module).__name__}"
         (folder / path).mkdir()
         module.save(str(folder / path))
         modules.append({"idx": idx, "name": str(idx), "path": path, "type": _class_ref(type(module))})
 
-    _write_json(folder / "modules.json", modules)
-    _write_json(folder / "sentence_bert_config.json", transformer_config)
-    _write_json(folder / "config_sentence_transformers.json", {
+    modules_file, transformer_file, library_file = SENTENCE_TRANSFORMERS_FILES
+    _write_json(folder / modules_file, modules)
+    _write_json(folder / transformer_file, transformer_config)
+    _write_json(folder / library_file, {
         "model_type": "SentenceTransformer",
         "__version__": {
             "sentence_transformers": sentence_transformers.__version__,
@@ -428,25 +434,17 @@ def _write_json(path: Path, content) -> None:
 # --- models a change of seeds or parameters left behind ----------------------------------
 # A method's models live in one folder, data/06_models/<method> (the catalog's
 # "<method>.model"): its one model at the root (seeds: null), or one model per seed in
-# seed<k>/ beside nothing else. After the seeds or the method's parameters change, a
-# model of the old setting must not stay where SentenceTransformer(path) still loads it.
+# seed<k>/ beside nothing else; its MTEB result files likewise in
+# data/08_reporting/mteb/<method> ("<method>.mteb_results") or its seed<k>/ folders. After
+# the seeds or the method's parameters change, a model (or MTEB result) of the old
+# setting must not stay where a loader still finds it.
 SEED_FOLDER = re.compile(r"^seed(\d+)$")
-# Training settings that differ between a method's runs over seeds (config.seeded_block)
-# or that do not change the trained weights (trainer.run_fingerprint ignores them too).
-PER_RUN_SETTINGS = ("seed", "checkpoint_dir", "resume", "log_every")
+# What a removal moves a stale model or result to before deleting it; one left by an
+# interrupted removal is deleted by the next (:func:`remove_interrupted_removals`).
+STALE_MARK = ".stale-"
 # What is moved out of a stale root model first: without these no loader takes the
 # folder for a model, so an interruption never leaves a loadable half.
 _LOADABILITY_FILES = (METADATA_FILE, "modules.json", "config.json")
-
-
-def run_configuration(metadata: Mapping) -> dict:
-    """What two runs of one method must share for one not to be stale beside the other:
-    the method, base encoder, pooling, method parameters and training settings as the
-    model's metadata records them, less :data:`PER_RUN_SETTINGS`."""
-    training = {k: v for k, v in (metadata.get("training") or {}).items() if k not in PER_RUN_SETTINGS}
-    return {"method": metadata.get("method"), "base_encoder": metadata.get("base_encoder"),
-            "pooling": metadata.get("pooling"), "method_params": metadata.get("method_params"),
-            "training": training}
 
 
 def _saved_name(folder: Path) -> str | None:
@@ -457,52 +455,64 @@ def _saved_name(folder: Path) -> str | None:
         return None
 
 
+def _runs_now(method: str, runs: Collection[str]) -> str:
+    return ("the seeds are now " + ", ".join(sorted(runs)) if method not in runs
+            else f"{method} now runs once, without seeds")
+
+
 def stale_models(method_folder: str | Path, method: str, runs: Collection[str],
-                 configuration: Mapping | None = None, saving: str | None = None) -> list[tuple[Path, str]]:
+                 provenance: Mapping | None = None, saving: str | None = None) -> list[tuple[Path, str]]:
     """The models in ``method_folder`` (``data/06_models/<method>``) that the project
     saved for ``method`` and that no longer belong there, with the reason:
 
     * the root model (``<method>``, a run without seeds) when ``runs`` (the method's
       runs now: ``<method>``, or ``<method>.seed<k>`` for each seed) does not hold it;
-    * a ``seed<k>/`` model of a seed no longer in ``runs``, or, when ``configuration``
-      (:func:`run_configuration` of the model being saved as run ``saving``) is given,
-      any other seed's model trained with another configuration.
+    * a ``seed<k>/`` model of a seed no longer in ``runs``, or, when ``provenance``
+      (the ``provenance`` in the metadata of the model being saved as run ``saving``)
+      is given, any other seed's model of another configuration by the rule the
+      average over seeds uses (:func:`.provenance.configuration_key`: parameters less
+      the seed, encoder, training code, training data), so no model stays that the
+      average would leave out.
 
     Only folders holding this project's metadata naming that run are considered: a
     folder of anyone else's is never a stale model of ours."""
+    from contrastive_sentence_embeddings.provenance import configuration_difference, configuration_key
+
     folder = Path(method_folder)
     found: list[tuple[Path, str]] = []
     if not folder.is_dir():
         return found
     if _saved_name(folder) == method and method not in runs:
         found.append((folder, f"the single run of {method}, which now runs over seeds ({', '.join(sorted(runs))})"))
+    reference = configuration_key(provenance)
     for path in sorted(folder.iterdir()):
         match = SEED_FOLDER.match(path.name)
         if not match or not path.is_dir() or _saved_name(path) != f"{method}.{path.name}":
             continue
         run = f"{method}.{path.name}"
         if run not in runs:
-            reason = ("the seeds are now " + ", ".join(sorted(runs)) if method not in runs
-                      else f"{method} now runs once, without seeds")
-            found.append((path, f"{run}: {reason}"))
-        elif configuration is not None and run != saving and \
-                run_configuration(read_model_metadata(path)) != dict(configuration):
-            found.append((path, f"{run}: trained with other parameters than {saving} now is"))
+            found.append((path, f"{run}: {_runs_now(method, runs)}"))
+        elif reference is not None and run != saving:
+            theirs = read_model_metadata(path).get("provenance")
+            if configuration_key(theirs) != reference:
+                found.append((path, f"{run}: not the configuration {saving} is trained with now "
+                                    f"({configuration_difference(theirs, provenance)})"))
     return found
 
 
 def remove_stale_models(method_folder: str | Path, method: str, runs: Collection[str],
-                        configuration: Mapping | None = None, saving: str | None = None) -> list[str]:
+                        provenance: Mapping | None = None, saving: str | None = None) -> list[str]:
     """Delete :func:`stale_models` and log each; returns what was removed, in words. A
-    seed folder goes in one rename (then is deleted); the root model's files (the
-    folder's entries other than ``seed<k>/`` ones) leave with the files that make the
-    folder loadable moved first, so an interruption never leaves half a model that
-    loads."""
-    removed = []
-    for path, reason in stale_models(method_folder, method, runs, configuration, saving):
-        trash = path.parent / f".{path.name}.stale-{uuid.uuid4().hex[:12]}"
+    seed folder goes in one rename (then is deleted); the root model's files
+    (:func:`_root_model_entries`) leave with the files that make the folder loadable
+    moved first, so an interruption never leaves half a model that loads. What an
+    earlier, interrupted removal left is deleted first."""
+    method_folder = Path(method_folder)
+    removed = remove_interrupted_removals(method_folder)
+    for path, reason in stale_models(method_folder, method, runs, provenance, saving):
+        trash = path.parent / f".{path.name}{STALE_MARK}{uuid.uuid4().hex[:12]}"
         left: list[str] = []
-        if path == Path(method_folder):
+        if path == method_folder:
             entries, left = _root_model_entries(path)
             trash.mkdir()
             first = {name: rank for rank, name in enumerate(_LOADABILITY_FILES)}
@@ -519,11 +529,105 @@ def remove_stale_models(method_folder: str | Path, method: str, runs: Collection
     return removed
 
 
+def remove_stale_results(method_folder: str | Path, method: str, runs: Collection[str]) -> list[str]:
+    """Delete the MTEB result folders in ``method_folder`` (``data/08_reporting/mteb/<method>``)
+    of runs ``method`` no longer has (``runs`` as for :func:`stale_models`) and log each;
+    returns what was removed, in words. Only what ``MtebResultsDataset`` wrote goes
+    (a folder with ``export_report.json``: that file and ``results/``), the report
+    first so that an interruption never leaves a folder that reads as results. The
+    method folder itself stays: the single run's results may replace it once it is
+    empty (a user's file in it stops that save, naming the folder)."""
+    from contrastive_sentence_embeddings.evaluation.mteb_results import REPORT_FILE, RESULTS_FOLDER
+
+    folder = Path(method_folder)
+    removed = remove_interrupted_removals(folder)
+    if not folder.is_dir():
+        return removed
+    stale: list[tuple[Path, str]] = []
+    if (folder / REPORT_FILE).is_file() and method not in runs:
+        stale.append((folder, f"the single run of {method}, which now runs over seeds ({', '.join(sorted(runs))})"))
+    for path in sorted(folder.iterdir()):
+        run = f"{method}.{path.name}"
+        if SEED_FOLDER.match(path.name) and (path / REPORT_FILE).is_file() and run not in runs:
+            stale.append((path, f"{run}: {_runs_now(method, runs)}"))
+    for path, reason in stale:
+        trash = path.parent / f".{path.name}{STALE_MARK}{uuid.uuid4().hex[:12]}"
+        if path == folder:  # the single run's files, beside the seeds' folders
+            trash.mkdir()
+            for name in (REPORT_FILE, RESULTS_FOLDER):
+                if (path / name).exists():
+                    os.rename(path / name, trash / name)
+        else:
+            os.rename(path, trash)
+        shutil.rmtree(trash)
+        message = f"removed the stale MTEB results {path} ({reason})"
+        logger.warning("%s", message)
+        removed.append(message)
+    return removed
+
+
+def remove_interrupted_removals(method_folder: str | Path) -> list[str]:
+    """Delete what an interrupted removal of a stale model or result left: the
+    ``.<name>.stale-<random>`` folders (this module's naming) of the method's root
+    beside ``method_folder`` and of its seeds inside it; log it and return it in words."""
+    folder = Path(method_folder)
+    candidates = [*folder.parent.glob(f".{folder.name}{STALE_MARK}*")]
+    if folder.is_dir():
+        candidates += [path for path in folder.glob(f".seed*{STALE_MARK}*")
+                       if SEED_FOLDER.match(path.name[1:path.name.rindex(STALE_MARK)])]
+    leftovers = sorted(path for path in candidates if path.is_dir())
+    if not leftovers:
+        return []
+    for path in leftovers:
+        shutil.rmtree(path)
+    message = (f"{folder}: removed {len(leftovers)} leftover folder(s) of an interrupted removal of stale runs: "
+               + ", ".join(str(path) for path in leftovers))
+    logger.warning("%s", message)
+    return [message]
+
+
+def _model_file(folder: Path, name: str) -> bool:
+    """Whether ``name`` is one of the files a save of this module writes into a model
+    folder (used for a model saved before its metadata listed them): the Hugging Face
+    model's, its tokenizer's (the vocabulary files its class names), the
+    sentence-transformers files and module folders, the metadata and the model card."""
+    from transformers import utils as model_files
+    from transformers import tokenization_utils_base as tokenizer_files
+
+    from contrastive_sentence_embeddings.model_card import CARD_FILE
+
+    names = {METADATA_FILE, CARD_FILE, *SENTENCE_TRANSFORMERS_FILES,
+             model_files.CONFIG_NAME, model_files.GENERATION_CONFIG_NAME, model_files.SAFE_WEIGHTS_NAME,
+             model_files.SAFE_WEIGHTS_INDEX_NAME,
+             tokenizer_files.TOKENIZER_CONFIG_FILE, tokenizer_files.SPECIAL_TOKENS_MAP_FILE,
+             tokenizer_files.ADDED_TOKENS_FILE, tokenizer_files.FULL_TOKENIZER_FILE,
+             tokenizer_files.CHAT_TEMPLATE_FILE, *_vocabulary_files(folder)}
+    return name in names or bool(_SHARDED_WEIGHTS.match(name) or _MODULE_FOLDER.match(name))
+
+
+def _vocabulary_files(folder: Path) -> list[str]:
+    """The vocabulary files of the tokenizer class the saved ``tokenizer_config.json`` names."""
+    import transformers
+
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tokenizer_class = getattr(transformers, str(config.get("tokenizer_class")), None)
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(name) for name in (getattr(tokenizer_class, "vocab_files_names", None) or {}).values()]
+
+
+# save_pretrained's shards of a large model, and the folders of the modules
+# _write_sentence_transformers_files puts after the Transformer ("<index>_<class>").
+_SHARDED_WEIGHTS = re.compile(r"^model-\d+-of-\d+\.safetensors$")
+_MODULE_FOLDER = re.compile(r"^\d+_(" + "|".join(MODULES_AFTER_TRANSFORMER) + r")$")
+
+
 def _root_model_entries(folder: Path) -> tuple[list[Path], list[str]]:
     """The entries of the model saved at the root of ``folder``: those its save wrote
     (``files`` in its metadata) and its model card; for a model saved before that
-    list was recorded, every entry but the ``seed<k>/`` runs (a save replaces the whole
-    folder, so they were its own). Also the names of what is not the model's."""
+    list was recorded, the entries named as a save names them (:func:`_model_file`).
+    Also the names of what is not the model's, which stay."""
     from contrastive_sentence_embeddings.model_card import CARD_FILE
 
     written = read_model_metadata(folder).get("files")
@@ -531,7 +635,8 @@ def _root_model_entries(folder: Path) -> tuple[list[Path], list[str]]:
     for entry in sorted(folder.iterdir()):
         if (SEED_FOLDER.match(entry.name) and entry.is_dir()) or entry.name.startswith(".seed"):
             continue  # a seed's run, or what an interrupted save of one left
-        if written is None or entry.name in written or entry.name == CARD_FILE:
+        ours = entry.name in written if written is not None else _model_file(folder, entry.name)
+        if ours or entry.name == CARD_FILE:
             mine.append(entry)
         else:
             others.append(entry.name)

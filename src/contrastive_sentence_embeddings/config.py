@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -750,29 +751,32 @@ def compose_parameters(configured: Mapping, overlay: Mapping, runtime: Mapping) 
     return with_shared_values(merge_parameters(configured, without_nulls(overlay or {}), runtime or {}))
 
 
-def leaf_keys(tree: Mapping, prefix: str = "") -> list[str]:
-    """The dotted paths of ``tree``'s leaves (a leaf is anything but a non-empty mapping)."""
-    keys = []
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``tree``'s leaves by dotted path: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (a leaf is
+    anything but a non-empty mapping, so lists stay values)."""
+    flat: dict[str, Any] = {}
     for key, value in tree.items():
         path = f"{prefix}{key}"
-        keys += leaf_keys(value, f"{path}.") if isinstance(value, Mapping) and value else [path]
-    return keys
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{path}."))
+        else:
+            flat[path] = value
+    return flat
+
+
+_ABSENT = object()
 
 
 def has_key(tree, path: str) -> bool:
     """Whether the dotted ``path`` exists in ``tree`` (its value may be null)."""
-    for part in path.split("."):
-        if not isinstance(tree, Mapping) or part not in tree:
-            return False
-        tree = tree[part]
-    return True
+    return _value_at(tree, path, absent=_ABSENT) is not _ABSENT
 
 
 def check_overlay_keys(overlay: Mapping, params: Mapping, name: str = "params.yaml") -> None:
     """Every key the overlay lists must be a parameter of ``params`` (the composed
     parameters): a null overlay value changes nothing, so a misspelt null key would
     otherwise go unnoticed until someone sets it."""
-    for path in leaf_keys(overlay):
+    for path in flatten(overlay):
         if not has_key(params, path):
             parent, _, _ = path.rpartition(".")
             siblings = _value_at(params, parent) if parent else params
@@ -780,11 +784,12 @@ def check_overlay_keys(overlay: Mapping, params: Mapping, name: str = "params.ya
                                  accepted=list(siblings) if isinstance(siblings, Mapping) else None)
 
 
-def _value_at(tree, path: str):
+def _value_at(tree, path: str, absent=None):
+    """The value at the dotted ``path`` in ``tree``; ``absent`` where there is none."""
     for part in path.split("."):
-        if not isinstance(tree, Mapping):
-            return None
-        tree = tree.get(part)
+        if not isinstance(tree, Mapping) or part not in tree:
+            return absent
+        tree = tree[part]
     return tree
 
 

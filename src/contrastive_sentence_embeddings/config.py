@@ -638,7 +638,10 @@ def method_configs(params: Mapping) -> dict[str, MethodConfig]:
 
 
 # --- the whole parameter set ------------------------------------------------------------
-TOP_LEVEL_VALUES = ("encoder", "seed", "on_bad_input", "methods")
+# The top-level values the nodes share: read directly (``params:seed``) or through a key
+# left null (:data:`INHERITED_KEYS`).
+SHARED_VALUES = ("encoder", "seed", "on_bad_input")
+TOP_LEVEL_VALUES = (*SHARED_VALUES, "methods")
 
 
 def validate_parameters(params: Mapping) -> None:
@@ -672,8 +675,6 @@ def validate_parameters(params: Mapping) -> None:
 
 
 # --- shared values, the experiment overlay and --params ------------------------------------
-SHARED_VALUES = ("encoder", "seed", "on_bad_input")
-
 # The keys that take a shared value when a block leaves them null (or out); every
 # method's ``training.seed`` too (:func:`inheriting_keys`).
 INHERITED_KEYS = {

@@ -597,14 +597,16 @@ def seeded_block(block: Mapping, seed: int) -> dict:
 def run_blocks(params: Mapping) -> dict[str, dict]:
     """The block every training run of the project trains with, by run name: a method's
     block (``<method>``) or, for a method with ``seeds``, one :func:`seeded_block` per
-    seed (``<method>.seed<k>``); the shared values filled in. This is exactly what each
-    run's training node receives as ``params:<run>`` (hooks.SeedRunsHook puts the
-    seeded ones in the catalog), so a hash of it identifies the run's configuration."""
-    params = with_shared_values(params)
+    seed (``<method>.seed<k>``). ``params`` are resolved already (the config loader fills
+    in the shared values: :func:`compose_parameters`). This is exactly what each run's
+    training node receives as ``params:<run>`` (hooks.SeedRunsHook puts the seeded ones
+    in the catalog), so a hash of it identifies the run's configuration. Each block is
+    a copy: nothing done to it reaches ``params``."""
     blocks: dict[str, dict] = {}
     for name, config in method_configs(params).items():
         for run, seed in config.run_names(name).items():
-            blocks[run] = dict(params[name]) if seed is None else seeded_block(params[name], seed)
+            block = copy.deepcopy(dict(params[name]))
+            blocks[run] = block if seed is None else seeded_block(block, seed)
     return blocks
 
 

@@ -249,13 +249,13 @@ def test_the_overlay_lists_only_parameters_of_the_configuration_all_null(project
     """params.yaml's keys are parameters of conf/ (base, and base + paper), every value
     null ("as configured"); every method has its block, so any `dvc.train` list finds
     the keys its train stages list."""
-    from contrastive_sentence_embeddings.config import has_key, leaf_keys
+    from contrastive_sentence_embeddings.config import flatten, has_key
     from contrastive_sentence_embeddings.config_loader import project_parameters
 
     params, methods, _, _, _ = project
     overlay = yaml.safe_load((PROJECT_ROOT / OVERLAY).read_text())
     paper = project_parameters(PROJECT_ROOT, env="paper")
-    keys = leaf_keys(overlay)
+    keys = list(flatten(overlay))
     assert keys and all(has_key(params, key) and has_key(paper, key) for key in keys), [
         key for key in keys if not (has_key(params, key) and has_key(paper, key))]
     assert all(overlay_value is None for overlay_value in (

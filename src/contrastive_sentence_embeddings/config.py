@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -596,14 +597,16 @@ def seeded_block(block: Mapping, seed: int) -> dict:
 def run_blocks(params: Mapping) -> dict[str, dict]:
     """The block every training run of the project trains with, by run name: a method's
     block (``<method>``) or, for a method with ``seeds``, one :func:`seeded_block` per
-    seed (``<method>.seed<k>``); the shared values filled in. This is exactly what each
-    run's training node receives as ``params:<run>`` (hooks.SeedRunsHook puts the
-    seeded ones in the catalog), so a hash of it identifies the run's configuration."""
-    params = with_shared_values(params)
+    seed (``<method>.seed<k>``). ``params`` are resolved already (the config loader fills
+    in the shared values: :func:`compose_parameters`). This is exactly what each run's
+    training node receives as ``params:<run>`` (hooks.SeedRunsHook puts the seeded ones
+    in the catalog), so a hash of it identifies the run's configuration. Each block is
+    a copy: nothing done to it reaches ``params``."""
     blocks: dict[str, dict] = {}
     for name, config in method_configs(params).items():
         for run, seed in config.run_names(name).items():
-            blocks[run] = dict(params[name]) if seed is None else seeded_block(params[name], seed)
+            block = copy.deepcopy(dict(params[name]))
+            blocks[run] = block if seed is None else seeded_block(block, seed)
     return blocks
 
 
@@ -637,7 +640,10 @@ def method_configs(params: Mapping) -> dict[str, MethodConfig]:
 
 
 # --- the whole parameter set ------------------------------------------------------------
-TOP_LEVEL_VALUES = ("encoder", "seed", "on_bad_input", "methods")
+# The top-level values the nodes share: read directly (``params:seed``) or through a key
+# left null (:data:`INHERITED_KEYS`).
+SHARED_VALUES = ("encoder", "seed", "on_bad_input")
+TOP_LEVEL_VALUES = (*SHARED_VALUES, "methods")
 
 
 def validate_parameters(params: Mapping) -> None:
@@ -671,8 +677,6 @@ def validate_parameters(params: Mapping) -> None:
 
 
 # --- shared values, the experiment overlay and --params ------------------------------------
-SHARED_VALUES = ("encoder", "seed", "on_bad_input")
-
 # The keys that take a shared value when a block leaves them null (or out); every
 # method's ``training.seed`` too (:func:`inheriting_keys`).
 INHERITED_KEYS = {
@@ -750,29 +754,32 @@ def compose_parameters(configured: Mapping, overlay: Mapping, runtime: Mapping) 
     return with_shared_values(merge_parameters(configured, without_nulls(overlay or {}), runtime or {}))
 
 
-def leaf_keys(tree: Mapping, prefix: str = "") -> list[str]:
-    """The dotted paths of ``tree``'s leaves (a leaf is anything but a non-empty mapping)."""
-    keys = []
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``tree``'s leaves by dotted path: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (a leaf is
+    anything but a non-empty mapping, so lists stay values)."""
+    flat: dict[str, Any] = {}
     for key, value in tree.items():
         path = f"{prefix}{key}"
-        keys += leaf_keys(value, f"{path}.") if isinstance(value, Mapping) and value else [path]
-    return keys
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{path}."))
+        else:
+            flat[path] = value
+    return flat
+
+
+_ABSENT = object()
 
 
 def has_key(tree, path: str) -> bool:
     """Whether the dotted ``path`` exists in ``tree`` (its value may be null)."""
-    for part in path.split("."):
-        if not isinstance(tree, Mapping) or part not in tree:
-            return False
-        tree = tree[part]
-    return True
+    return _value_at(tree, path, absent=_ABSENT) is not _ABSENT
 
 
 def check_overlay_keys(overlay: Mapping, params: Mapping, name: str = "params.yaml") -> None:
     """Every key the overlay lists must be a parameter of ``params`` (the composed
     parameters): a null overlay value changes nothing, so a misspelt null key would
     otherwise go unnoticed until someone sets it."""
-    for path in leaf_keys(overlay):
+    for path in flatten(overlay):
         if not has_key(params, path):
             parent, _, _ = path.rpartition(".")
             siblings = _value_at(params, parent) if parent else params
@@ -780,11 +787,12 @@ def check_overlay_keys(overlay: Mapping, params: Mapping, name: str = "params.ya
                                  accepted=list(siblings) if isinstance(siblings, Mapping) else None)
 
 
-def _value_at(tree, path: str):
+def _value_at(tree, path: str, absent=None):
+    """The value at the dotted ``path`` in ``tree``; ``absent`` where there is none."""
     for part in path.split("."):
-        if not isinstance(tree, Mapping):
-            return None
-        tree = tree.get(part)
+        if not isinstance(tree, Mapping) or part not in tree:
+            return absent
+        tree = tree[part]
     return tree
 
 

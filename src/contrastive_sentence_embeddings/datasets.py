@@ -8,10 +8,10 @@
   represents a raw directory.
 * ``AtomicParquetDataset`` and ``AtomicJSONDataset``: kedro-datasets'
   ``pandas.ParquetDataset`` and ``json.JSONDataset`` whose saves to the local file
-  system are atomic: the file is written beside its target under a hidden temporary
-  name, flushed to disk, and renamed over the target with ``os.replace``. A crash or a
-  full disk during a rerun leaves the previous file intact (and a ``.<name>.writing-*``
-  file at worst), never a truncated one.
+  system are atomic (``atomic_files.replaced_atomically``): the file is written beside
+  its target under a hidden temporary name, flushed to disk, and renamed over the
+  target with ``os.replace``. A crash or a full disk during a rerun leaves the previous
+  file intact (and a ``.<name>.writing-*`` file at worst), never a truncated one.
 * ``ArrowDataset``: a prepared data set as a folder of Arrow shards (the layout of
   HuggingFace ``datasets``' ``save_to_disk``), loaded memory-mapped, so a reader's
   memory does not grow with the data; published atomically as a whole folder.
@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -45,7 +44,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import ParquetDataset
 from kedro_datasets.text import TextDataset
 
-from contrastive_sentence_embeddings.crash_points import crash_point
+from contrastive_sentence_embeddings.atomic_files import folder_replaced_atomically, replaced_atomically
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
@@ -117,20 +116,12 @@ class _AtomicSave:
         if getattr(self, "_protocol", "file") != "file":
             return super().save(data)
         target = Path(get_filepath_str(super()._get_save_path(), self._protocol))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.writing-{uuid.uuid4().hex[:12]}")
-        self._writing_to = PurePosixPath(temporary.as_posix())
-        try:
-            super().save(data)
-            with open(temporary, "rb") as handle:
-                os.fsync(handle.fileno())
-            crash_point("dataset_save:before_replace")
-            os.replace(temporary, target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        finally:
-            self._writing_to = None
+        with replaced_atomically(target, before_replace="dataset_save:before_replace") as temporary:
+            self._writing_to = PurePosixPath(temporary.as_posix())
+            try:
+                super().save(data)
+            finally:
+                self._writing_to = None
         self._invalidate_cache()
 
 
@@ -230,28 +221,14 @@ class ArrowDataset(AbstractDataset):
         if self._path.exists() and not self._exists():
             raise DatasetError(f"{self._path} exists and is not a data set this project wrote (no state.json); "
                                "move it away rather than have it replaced")
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        token = uuid.uuid4().hex[:12]
-        temporary = self._path.with_name(f".{self._path.name}.writing-{token}")
-        previous = self._path.with_name(f".{self._path.name}.old-{token}")
-        try:
+        with folder_replaced_atomically(self._path, before_replace="dataset_save:before_replace") as staging:
             # shard by shard needs the files to map each shard anew; a file its producer has
             # already unlinked (still readable through the map that holds it) cannot be
             if self._num_proc is None and data.cache_files and len(data) and all(
                     Path(f["filename"]).is_file() for f in data.cache_files):
-                _save_shard_by_shard(data, temporary, self._max_shard_size)
+                _save_shard_by_shard(data, staging, self._max_shard_size)
             else:
-                data.save_to_disk(str(temporary), max_shard_size=self._max_shard_size, num_proc=self._num_proc)
-            crash_point("dataset_save:before_replace")
-            if self._path.exists():
-                os.replace(self._path, previous)
-            os.replace(temporary, self._path)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            if previous.exists() and not self._path.exists():
-                os.replace(previous, self._path)
-            raise
-        shutil.rmtree(previous, ignore_errors=True)
+                data.save_to_disk(str(staging), max_shard_size=self._max_shard_size, num_proc=self._num_proc)
 
     def _exists(self) -> bool:
         return all((self._path / marker).is_file() for marker in _ARROW_FOLDER_MARKERS)
@@ -426,27 +403,13 @@ class MtebResultsDataset(AbstractDataset):
                 (not self._path.is_dir() or any(self._path.iterdir())):  # an empty folder holds nothing to lose
             raise DatasetError(f"{self._path} exists and holds no {REPORT_FILE}: not MTEB results this project "
                                "wrote; move it away rather than have it replaced")
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        token = uuid.uuid4().hex[:12]
-        staging = self._path.with_name(f".{self._path.name}.writing-{token}")
-        previous = self._path.with_name(f".{self._path.name}.old-{token}")
-        try:
+        with folder_replaced_atomically(self._path, before_replace="dataset_save:before_replace") as staging:
             for relative, content in data.items():
                 if Path(relative).is_absolute() or ".." in Path(relative).parts:
                     raise DatasetError(f"{self._path}: {relative!r} is not a path inside the folder")
                 target = staging / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            crash_point("dataset_save:before_replace")
-            if self._path.exists():
-                os.replace(self._path, previous)
-            os.replace(staging, self._path)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            if previous.exists() and not self._path.exists():
-                os.replace(previous, self._path)
-            raise
-        shutil.rmtree(previous, ignore_errors=True)
 
     def load(self) -> dict:
         import json
@@ -513,8 +476,9 @@ class TrainingCurveDataset(AbstractDataset):
         from contrastive_sentence_embeddings.training.curves import split_curve
 
         training_log, dev_curve = split_curve(data)
-        _write_csv_atomically(dev_curve, self._dev_filepath)
-        _write_csv_atomically(training_log, self._filepath)
+        for table, target in ((dev_curve, self._dev_filepath), (training_log, self._filepath)):
+            with replaced_atomically(target) as temporary:
+                table.to_csv(temporary, index=False, encoding="utf-8")
 
     def load(self) -> pd.DataFrame:
         from contrastive_sentence_embeddings.training.curves import join_curve
@@ -531,18 +495,3 @@ class TrainingCurveDataset(AbstractDataset):
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "dev_filepath": str(self._dev_filepath)}
 
-
-def _write_csv_atomically(table: pd.DataFrame, target: Path) -> None:
-    """``table`` as CSV (no index) at ``target``, written beside it under a hidden name,
-    flushed, and renamed over it (as ``_AtomicSave`` does for the fsspec datasets)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.writing-{uuid.uuid4().hex[:12]}")
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="") as handle:
-            table.to_csv(handle, index=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

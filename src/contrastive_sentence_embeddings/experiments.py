@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contrastive_sentence_embeddings.config import flatten
+
 SUMMARY_FILE = "data/08_reporting/summary.json"
 BASELINE = "baseline"
 
@@ -40,18 +42,6 @@ class Experiment:
     state: str
     params: Mapping[str, Any] = field(default_factory=dict)
     summary: Mapping[str, Mapping] = field(default_factory=dict)
-
-
-def flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def _experiment(name: str, revision: Mapping, state: str) -> Experiment:

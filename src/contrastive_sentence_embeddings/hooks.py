@@ -23,6 +23,7 @@ from contrastive_sentence_embeddings.config import (
 from contrastive_sentence_embeddings.config_loader import OVERLAY_FILE, ParameterCommandError
 from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
 from contrastive_sentence_embeddings.library_messages import held_messages
+from contrastive_sentence_embeddings.project_paths import project_relative
 
 logger = logging.getLogger(__name__)
 
@@ -91,19 +92,11 @@ class StrictParametersHook:
             sources = where_set(key, loader.runtime_params or {}, overlay, OVERLAY_FILE,
                                 [conf_root / env for env in environments if env]) if key else []
             # The value in effect is the highest-precedence source's: name that one.
-            sources = [_relative_to(source, project) for source in sources[:1]]
+            # (named conf/local/parameters.yml, not by its absolute path; --params and
+            # params.yaml are labels, not paths, and stay as they are)
+            sources = [project_relative(source, project) if Path(source).is_absolute() else source
+                       for source in sources[:1]]
             raise ParameterCommandError(explain_parameter_error(error, sources), key=key) from None
-
-
-def _relative_to(path: str, root: Path) -> str:
-    """``path`` relative to ``root`` when it lies below it (the message names
-    ``conf/local/parameters.yml``, not the whole absolute path)."""
-    if not Path(path).is_absolute():  # --params, params.yaml
-        return path
-    try:
-        return str(Path(path).resolve().relative_to(root.resolve()))
-    except ValueError:
-        return path
 
 
 def _method_parameters(parameters: Mapping) -> Mapping | None:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
+
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 
 # The placeholders dvc_render's page template fills; the page keeps two of them and
 # leaves out {scripts}, where DVC would put its CDN script tags.
@@ -147,17 +147,6 @@ def page_template(scripts: Mapping[str, str]) -> str:
 """
 
 
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.writing-{uuid.uuid4().hex[:12]}")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def build_page(output: Path, packages: list[str] | None = None, npm: str | None = None) -> list[str]:
     """Fetch ``packages`` (default: DVC's) and write the page template to ``output``;
     the packages it inlined."""
@@ -165,7 +154,7 @@ def build_page(output: Path, packages: list[str] | None = None, npm: str | None 
     with tempfile.TemporaryDirectory(prefix="dvc-plots-page-") as folder:
         tarballs = npm_pack(packages, Path(folder), npm)
         scripts = {package: read_browser_build(tarballs[package]) for package in packages}
-    write_atomically(output, page_template(scripts))
+    write_text_atomically(output, page_template(scripts))
     return packages
 
 

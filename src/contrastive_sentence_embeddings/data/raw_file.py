@@ -21,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input
+from contrastive_sentence_embeddings.project_paths import project_relative
 
 UTF8_BOM = "\ufeff"
 UTF8 = "utf-8"
@@ -52,10 +53,7 @@ class RawFile:
         (the project root under ``kedro run``) when inside it, so that outputs do not
         depend on where the project is checked out. Resolved once per handle (it
         touches the file system), however many lines name it."""
-        try:
-            return self.path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-        except ValueError:
-            return str(self.path)
+        return project_relative(self.path)
 
     def read_bytes(self) -> bytes:
         return self.path.read_bytes()

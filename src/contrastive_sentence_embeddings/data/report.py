@@ -143,12 +143,6 @@ def handle_bad_input(
     report.drop(reason, where=where)
 
 
-def file_of(location: str) -> str:
-    """The file of a ``file:line`` location (the ``source`` column of prepared rows)."""
-    file, separator, line = location.rpartition(":")
-    return file if separator and line.isdigit() else location
-
-
 def rows_by_input(locations, files_by_input: Mapping[str, Iterable[str]]) -> dict[str, int]:
     """How many of the rows located at ``locations`` (``file:line`` strings: a column
     of prepared rows, any iterable or Arrow array) come from each input, given the

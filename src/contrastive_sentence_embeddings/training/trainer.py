@@ -55,6 +55,7 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
@@ -571,7 +572,7 @@ def train(
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             torch.save(best_state, staging / BEST_WEIGHTS)
-            _write_synced(staging / TRAINER_STATE, json.dumps(state, indent=1))
+            write_text_atomically(staging / TRAINER_STATE, json.dumps(state, indent=1))  # synced before publish
             crash_point("checkpoint:before_publish")
             store.publish(staging, state["step"])
         accelerator.wait_for_everyone()
@@ -679,14 +680,6 @@ def _gather_rng_states(accelerator) -> list[dict]:
     from accelerate.utils import gather_object
 
     return gather_object([state])
-
-
-def _write_synced(path: Path, text: str) -> None:
-    """Write ``text`` and flush it to disk before the checkpoint is published."""
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

@@ -30,18 +30,10 @@ from contrastive_sentence_embeddings.evaluation.evaluator import (
     Partitions,
     evaluate_models,
 )
+from contrastive_sentence_embeddings.project_paths import project_relative
 
 logger = logging.getLogger(__name__)
 
-
-def project_relative(path: str | Path) -> str:
-    """``path`` relative to the working directory (the project root under ``kedro run``)
-    when it lies inside it, so that committed metrics hold no machine's absolute path."""
-    absolute = Path(path).resolve()
-    try:
-        return absolute.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 def baseline_specs(encoder: str, poolings: Sequence[str]) -> list[ModelSpec]:
     """One row per pooling method of the untrained encoder."""

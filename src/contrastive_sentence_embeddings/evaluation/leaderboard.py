@@ -216,11 +216,12 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
             reasons.append(f"encoder changed: {record_provenance.get('encoder')} -> {today.encoder}")
     else:
         block = today.blocks.get(str(run))
-        if not record_provenance.get("params_hash"):
+        recorded_hash = provenance.recorded_params_hash(record_provenance)
+        if not recorded_hash:
             reasons.append("trained before models recorded their provenance: its parameters are unknown")
         elif block is None:
             reasons.append(f"{run} is not a run of today's parameters (`methods` or `seeds` changed)")
-        elif provenance.params_hash(block) != record_provenance["params_hash"]:
+        elif provenance.params_hash(block) != recorded_hash:
             before = provenance.without(record_provenance.get("parameters") or {}, provenance.RUN_INDEPENDENT_KEYS)
             after = provenance.without(block, provenance.RUN_INDEPENDENT_KEYS)
             reasons.append("parameters changed: " + ", ".join(provenance.parameter_changes(before, after)))
@@ -301,7 +302,7 @@ def provenance_columns(metrics: Mapping) -> dict:
         parameters_hash = record_provenance.get("config_hash")
     else:
         source = record_provenance
-        parameters_hash = record_provenance.get("params_hash")
+        parameters_hash = provenance.recorded_params_hash(record_provenance)
     code = (source.get("training") or {}).get("code") or (source.get("evaluation") or {}).get("code") or {}
     dirty = code.get("dirty")
     return {"status": metrics.get("status", ""), "status_reason": metrics.get("status_reason", ""),

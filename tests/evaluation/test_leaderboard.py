@@ -255,6 +255,20 @@ def test_changed_code_encoder_or_evaluation_settings_make_a_run_stale(checkout):
     assert leaderboard.record_status(runs["simcse.seed42"], today(faster))[0] == leaderboard.CURRENT
 
 
+def test_a_methods_evaluation_overrides_are_compared_as_evaluation_settings_not_as_its_parameters(checkout):
+    _, runs = checkout
+    # simcse.evaluation.batch_size=8 changes how fast the scores come, not the weights or the scores.
+    smaller_batches = {**TODAY, "simcse": {**SIMCSE, "evaluation": {"batch_size": 8}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(smaller_batches)) == (leaderboard.CURRENT, [])
+    # An override that decides the scores is caught, as an evaluation setting (the block's own merged in).
+    other_split = {**TODAY, "simcse": {**SIMCSE, "evaluation": {"alignment_split": "validation"}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(other_split)) == (
+        leaderboard.STALE, ["evaluation parameters changed: alignment_split \"test\" -> \"validation\""])
+    # Logging the loss more often changes no weight either.
+    chattier = {**TODAY, "simcse": {**SIMCSE, "training": {**SIMCSE["training"], "log_every": 1}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(chattier))[0] == leaderboard.CURRENT
+
+
 def test_a_record_without_its_model_here_is_carried(checkout):
     tmp_path, runs = checkout
     assert leaderboard.record_status(runs["simcse.seed44"], today()) == (

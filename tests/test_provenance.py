@@ -48,6 +48,22 @@ def test_the_parameter_hash_follows_how_a_run_trains_and_nothing_else():
     assert len(provenance.short(provenance.params_hash(seed42))) == 12
 
 
+def test_settings_that_cannot_change_the_weights_are_not_in_the_parameter_hashes():
+    seed42 = run_blocks({"methods": ["simcse"], "simcse": BLOCK})["simcse.seed42"]
+    # How the weights are scored (compared as evaluation settings), how often the loss is
+    # logged and whether a run resumes change neither hash.
+    for changed in ({**seed42, "evaluation": {"batch_size": 8}},
+                    {**seed42, "training": {**seed42["training"], "log_every": 1}},
+                    {**seed42, "training": {**seed42["training"], "resume": False}}):
+        assert provenance.params_hash(changed) == provenance.params_hash(seed42)
+        assert provenance.config_hash(changed) == provenance.config_hash(seed42)
+    # A record whose stored hash was computed with the evaluation block in it compares by its parameters.
+    old_record = {"parameters": {**seed42, "evaluation": {"batch_size": 8}},
+                  "params_hash": provenance.sha256_of({**seed42, "evaluation": {"batch_size": 8}})}
+    assert provenance.recorded_params_hash(old_record) == provenance.params_hash(seed42)
+    assert provenance.recorded_params_hash({"params_hash": "abc"}) == "abc"
+
+
 def test_the_source_hash_follows_the_package_files_not_bytecode(tmp_path):
     package = tmp_path / "package"
     (package / "sub").mkdir(parents=True)
@@ -132,3 +148,24 @@ def test_only_runs_of_the_newest_runs_configuration_are_averaged():
     # All of one configuration: all kept.
     same = seed_run(44, 4, "2026-12-01T00:00:00+00:00", 74.0)
     assert provenance.runs_of_one_configuration([*ours, same]) == ([*ours, same], {})
+
+
+def scored_with(record: dict, settings: dict, overrides: dict | None = None) -> dict:
+    """``record`` scored with evaluation ``settings``, its block holding the ``overrides``."""
+    trained = dict(record["provenance"])
+    if overrides is not None:
+        trained["parameters"] = {**trained["parameters"], "evaluation": overrides}
+    return {**record, "provenance": {**trained, "evaluation": {"settings": settings,
+                                                               "settings_hash": provenance.sha256_of(settings)}}}
+
+
+def test_seeds_scored_with_other_settings_are_not_averaged_but_a_batch_size_override_splits_nothing():
+    ours = [scored_with(seed_run(42, 4, "2027-01-01T10:00:00+00:00", 74.2), {"k_folds": 5}),
+            scored_with(seed_run(43, 4, "2027-01-01T10:05:00+00:00", 74.4), {"k_folds": 5})]
+    # Seed 44's block asked for another batch size (an execution-only setting, not in the record's settings).
+    batch = scored_with(seed_run(44, 4, "2026-12-01T00:00:00+00:00", 74.0), {"k_folds": 5}, {"batch_size": 8})
+    assert provenance.runs_of_one_configuration([*ours, batch]) == ([*ours, batch], {})
+    folds = scored_with(seed_run(44, 4, "2026-12-01T00:00:00+00:00", 74.0), {"k_folds": 10}, {"k_folds": 10})
+    kept, left_out = provenance.runs_of_one_configuration([*ours, folds])
+    assert kept == ours
+    assert left_out == {"simcse.seed44": "scored with other evaluation settings: k_folds 10 (kept runs: 5)"}

@@ -9,12 +9,22 @@ parameters and code (``evaluation.leaderboard.record_status``).
 What is hashed (sha256, hex; :func:`short` is the 12-character form tables show):
 
 * ``params_hash``: the run's parameter block as its training node received it, in
-  canonical JSON (keys sorted, no spaces), less the keys that name other runs or
-  places rather than how this run trains (:data:`RUN_INDEPENDENT_KEYS`: the method's
-  ``seeds`` list and ``training.checkpoint_dir``), so changing ``seeds`` from
-  ``[42, 43, 44]`` to ``[42, 43]`` leaves seed 42's run current.
+  canonical JSON (keys sorted, no spaces), less the keys that cannot change the trained
+  weights (:data:`RUN_INDEPENDENT_KEYS`): the method's ``seeds`` list and
+  ``training.checkpoint_dir`` (which runs exist, where files go), so changing ``seeds``
+  from ``[42, 43, 44]`` to ``[42, 43]`` leaves seed 42's run current;
+  ``training.log_every`` (how often the loss is logged) and ``training.resume``
+  (whether an interrupted run continues from its checkpoint, which restores the
+  optimiser and random states: the same weights), the two training settings the
+  trainer's own checkpoint fingerprint ignores; and the block's ``evaluation``
+  overrides, which decide how the weights are scored, not what they are: the scoring
+  settings are compared on their own (``evaluation.settings_hash``, less
+  :data:`EXECUTION_ONLY_SETTINGS`), so ``evaluation.batch_size`` changes no status.
   ``config_hash``: the same less ``training.seed`` too: runs that differ only by their
-  seed share it, and only such runs are averaged over seeds.
+  seed share it, and only such runs, scored with equal settings, are averaged over
+  seeds. Both are recomputed from a record's ``parameters`` when compared
+  (:func:`recorded_params_hash`), so a record written before a key joined this list
+  compares as if it had been left out then too.
 * ``source_hash``: every file of the installed package (``.py`` and the data files it
   ships, not bytecode), by path and content. Code staleness uses it, not the git
   commit: a commit that changes docs or tests changes no result.
@@ -47,9 +57,12 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-# Keys of a method's block that say which runs exist or where files go, not how a run
-# trains: left out of ``params_hash``.
-RUN_INDEPENDENT_KEYS: tuple[tuple[str, ...], ...] = (("seeds",), ("training", "checkpoint_dir"))
+# Keys of a method's block that cannot change the trained weights (module docstring):
+# which runs exist, where files go, how often the loss is logged, whether a run resumes,
+# and how the weights are scored (compared as evaluation settings). Left out of
+# ``params_hash`` and ``config_hash``.
+RUN_INDEPENDENT_KEYS: tuple[tuple[str, ...], ...] = (
+    ("seeds",), ("training", "checkpoint_dir"), ("training", "log_every"), ("training", "resume"), ("evaluation",))
 SEED_KEY = ("training", "seed")
 # Evaluation settings that change how fast scores come, not what they are.
 EXECUTION_ONLY_SETTINGS = ("batch_size", "device", "cache_dir")
@@ -93,6 +106,21 @@ def params_hash(block: Mapping) -> str:
 def config_hash(block: Mapping) -> str:
     """The hash of a run's block less its seed too: equal for the seeds of one configuration."""
     return sha256_of(without(block, (*RUN_INDEPENDENT_KEYS, SEED_KEY)))
+
+
+def recorded_params_hash(record_provenance: Mapping | None) -> str | None:
+    """A record's ``params_hash`` as today's rule computes it: from its ``parameters``
+    when it holds them (its stored hash may leave out fewer keys), else the stored one."""
+    record_provenance = record_provenance or {}
+    parameters = record_provenance.get("parameters")
+    return params_hash(parameters) if parameters else record_provenance.get("params_hash")
+
+
+def recorded_config_hash(record_provenance: Mapping | None) -> str | None:
+    """A record's ``config_hash`` as today's rule computes it (see :func:`recorded_params_hash`)."""
+    record_provenance = record_provenance or {}
+    parameters = record_provenance.get("parameters")
+    return config_hash(parameters) if parameters else record_provenance.get("config_hash")
 
 
 def parameter_changes(before, after, limit: int = 3, form: str = "{key} {old} -> {new}") -> list[str]:
@@ -244,21 +272,24 @@ def baseline_parameters(encoder: str | None, pooling: str) -> dict:
 
 def configuration_key(provenance: Mapping | None) -> tuple | None:
     """What runs must share to be averaged over seeds: the block less its seed
-    (``config_hash``), the encoder, the training code (``source_hash``) and the
-    training data's fingerprints. None without provenance (then it matches nothing)."""
-    if not provenance or not provenance.get("config_hash"):
+    (``config_hash``), the encoder, the training code (``source_hash``), the training
+    data's fingerprints and the settings the scores were computed with
+    (``evaluation.settings_hash``: the block's ``evaluation`` overrides are not in
+    ``config_hash``). None without provenance (then it matches nothing)."""
+    hashed = recorded_config_hash(provenance)
+    if not provenance or not hashed:
         return None
     training = provenance.get("training") or {}
     data = {name: (entry or {}).get("fingerprint") for name, entry in (training.get("data") or {}).items()}
-    return (provenance["config_hash"], provenance.get("encoder"), (training.get("code") or {}).get("source_hash"),
-            canonical_json(data))
+    return (hashed, provenance.get("encoder"), (training.get("code") or {}).get("source_hash"),
+            canonical_json(data), (provenance.get("evaluation") or {}).get("settings_hash"))
 
 
 def configuration_difference(provenance: Mapping | None, reference: Mapping) -> str:
     """Why a run's configuration is not ``reference``'s, in words."""
-    if not provenance or not provenance.get("config_hash"):
+    if not provenance or not recorded_config_hash(provenance):
         return "no provenance (written before records carried it): its configuration is unknown"
-    if provenance["config_hash"] != reference.get("config_hash"):
+    if recorded_config_hash(provenance) != recorded_config_hash(reference):
         before = without(provenance.get("parameters") or {}, (*RUN_INDEPENDENT_KEYS, SEED_KEY))
         after = without(reference.get("parameters") or {}, (*RUN_INDEPENDENT_KEYS, SEED_KEY))
         return "other parameters: " + ", ".join(parameter_changes(before, after, form="{key} {old} (kept runs: {new})"))
@@ -267,6 +298,11 @@ def configuration_difference(provenance: Mapping | None, reference: Mapping) -> 
     code = ((provenance.get("training") or {}).get("code") or {}).get("source_hash")
     if code != ((reference.get("training") or {}).get("code") or {}).get("source_hash"):
         return "trained by other code (source_hash differs)"
+    settings = (provenance.get("evaluation") or {}), (reference.get("evaluation") or {})
+    if settings[0].get("settings_hash") != settings[1].get("settings_hash"):
+        changes = parameter_changes(settings[0].get("settings") or {}, settings[1].get("settings") or {},
+                                    form="{key} {old} (kept runs: {new})")
+        return "scored with other evaluation settings: " + ", ".join(changes)
     return "trained on other data (data fingerprints differ)"
 
 
@@ -299,4 +335,4 @@ def summary_provenance(runs: Sequence[Mapping]) -> dict:
     configuration they share (``config_hash``, ``encoder``)."""
     provenances = {str((run.get("model") or {}).get("name")): run.get("provenance") for run in runs}
     first = next(iter(provenances.values()), None) or {}
-    return {"runs": provenances, "config_hash": first.get("config_hash"), "encoder": first.get("encoder")}
+    return {"runs": provenances, "config_hash": recorded_config_hash(first), "encoder": first.get("encoder")}

@@ -255,6 +255,20 @@ def test_changed_code_encoder_or_evaluation_settings_make_a_run_stale(checkout):
     assert leaderboard.record_status(runs["simcse.seed42"], today(faster))[0] == leaderboard.CURRENT
 
 
+def test_a_methods_evaluation_overrides_are_compared_as_evaluation_settings_not_as_its_parameters(checkout):
+    _, runs = checkout
+    # simcse.evaluation.batch_size=8 changes how fast the scores come, not the weights or the scores.
+    smaller_batches = {**TODAY, "simcse": {**SIMCSE, "evaluation": {"batch_size": 8}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(smaller_batches)) == (leaderboard.CURRENT, [])
+    # An override that decides the scores is caught, as an evaluation setting (the block's own merged in).
+    other_split = {**TODAY, "simcse": {**SIMCSE, "evaluation": {"alignment_split": "validation"}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(other_split)) == (
+        leaderboard.STALE, ["evaluation parameters changed: alignment_split \"test\" -> \"validation\""])
+    # Logging the loss more often changes no weight either.
+    chattier = {**TODAY, "simcse": {**SIMCSE, "training": {**SIMCSE["training"], "log_every": 1}}}
+    assert leaderboard.record_status(runs["simcse.seed42"], today(chattier))[0] == leaderboard.CURRENT
+
+
 def test_a_record_without_its_model_here_is_carried(checkout):
     tmp_path, runs = checkout
     assert leaderboard.record_status(runs["simcse.seed44"], today()) == (
@@ -301,7 +315,7 @@ def board(records, parameters=TODAY, pairs=None, full=None):
                                          leaderboard.with_status(full or {}, today(parameters), "transfer"))
     table = leaderboard.add_uncertainty(leaderboard.metrics_table(metrics), metrics)
     table = leaderboard.add_significance(table, metrics, pairs or {}, n_resamples=50)
-    return leaderboard.add_transfer_notes(table), metrics
+    return leaderboard.add_transfer_notes(table, today(parameters).baseline_transfer_poolings), metrics
 
 
 def test_the_issue_case_keeps_the_repositorys_seed_apart(checkout):
@@ -374,7 +388,10 @@ def test_a_cell_that_cannot_be_filled_says_why(checkout):
     assert rows.loc["simcse.seed42", "vs_base_note"] == "no baseline predictions (kedro run --pipelines=baseline)"
     assert rows.loc["baseline-cls", "vs_base_note"] == "n/a (the base)"
     assert rows.loc["simcse.seed42", "transfer_note"].startswith("not run: the transfer tasks score a method's first")
-    assert rows.loc["baseline-cls", "transfer_note"].startswith("not run: add cls to transfer_evaluation")
+    # TODAY's transfer tasks score the baseline's mean pooling only (the default baseline_poolings).
+    assert rows.loc["baseline-cls", "transfer_note"] == ("not scored: cls is not in "
+                                                         "transfer_evaluation.baseline_poolings (add it, then "
+                                                         "kedro run --nodes=baseline.transfer)")
     no_base, _ = board({"simcse.seed42": runs["simcse.seed42"]})
     assert no_base.loc[0, "vs_base_note"] == "no baseline with cls pooling here (kedro run --pipelines=baseline)"
     # A method run once, without transfer scores: its transfer row says how to get them.
@@ -392,6 +409,61 @@ def test_a_cell_that_cannot_be_filled_says_why(checkout):
     tested, _ = board(with_base, pairs=pairs)
     tested = tested.set_index("model")
     assert tested.loc["simcse.seed42", "vs_base_note"] == "" and tested.loc["simcse.seed42", "p_vs_base"] < 0.05
+
+
+def test_a_baseline_pooling_without_transfer_scores_says_whether_the_transfer_tasks_score_it(checkout):
+    baseline = {"baseline-cls": record("baseline-cls", 70.0, "bert-base-uncased", "bert-base-uncased"),
+                "baseline-mean": record("baseline-mean", 71.0, "bert-base-uncased", "bert-base-uncased")}
+    # Listed: just not run yet.
+    listed = {**TODAY, "transfer_evaluation": {**TODAY["transfer_evaluation"], "baseline_poolings": ["mean", "cls"]}}
+    table, _ = board(baseline, listed)
+    assert set(table["transfer_note"]) == {"not run: kedro run --nodes=baseline.transfer"}
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]),
+                                                baseline_poolings=["mean", "cls"])
+    transfer = markdown.split("## Transfer tasks", 1)[1].split("\n## ", 1)[0]
+    assert "| baseline-cls |" in transfer and "| baseline-mean |" in transfer and "score its" not in transfer
+    # Not listed: the note says so, and the page lists no row for a pooling the tasks never score.
+    table, _ = board(baseline)
+    notes = table.set_index("model")["transfer_note"]
+    assert notes["baseline-mean"] == "not run: kedro run --nodes=baseline.transfer"
+    assert notes["baseline-cls"].startswith("not scored: cls is not in transfer_evaluation.baseline_poolings")
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), baseline_poolings=["mean"])
+    transfer = markdown.split("## Transfer tasks", 1)[1].split("\n## ", 1)[0]
+    assert "| baseline-mean |" in transfer and "baseline-cls" not in transfer
+    assert "The untrained encoder's transfer tasks score its `mean` pooling only" in transfer
+
+
+def test_a_fresh_run_keeps_every_committed_number_on_the_page_as_carried(tmp_path):
+    """The issue's fresh clone after `make run`: DeCLUTR and the baseline scored again
+    here (other weights than the repository's), the repository's transfer scores
+    (metrics_full/, no model behind them here any more) stay on the page, carried."""
+    committed = {name: json.loads((PROJECT_ROOT / f"data/08_reporting/metrics_full/{name}.json").read_text())
+                 for name in ("declutr", "baseline-mean")}
+    encoder = committed["declutr"]["model"]["base_encoder"]
+    parameters = {**TODAY, "encoder": encoder, "methods": ["declutr"],
+                  "declutr": {"kind": "declutr", "pooling": "mean", "training": {"max_steps": 4, "seed": 42}}}
+    folder = tmp_path / "declutr"
+    fresh = {"declutr": record("declutr", 79.5, folder, saved_model(folder), parameters=parameters,
+                               evaluated_at="2027-01-01T10:00:00+00:00", sts_avg_wmean=79.4),
+             "baseline-mean": record("baseline-mean", 78.9, encoder, model_fingerprint(encoder),
+                                     parameters=parameters, evaluated_at="2027-01-01T09:00:00+00:00")}
+    table, metrics = board(fresh, parameters, full=committed)
+    rows = table.set_index("model")
+    assert rows.loc["declutr", "status"] == leaderboard.CURRENT and math.isnan(rows.loc["declutr", "transfer_avg"])
+    for name in ("declutr", "baseline-mean"):
+        earlier = rows.loc[f"{name} (earlier model)"]
+        assert earlier["status"] == leaderboard.CARRIED
+        assert earlier["transfer_avg"] == pytest.approx(committed[name]["transfer_avg"])
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    own, carried = markdown.split("## Carried from the repository", 1)
+    assert "earlier model" not in own
+    for name in ("declutr", "baseline-mean"):
+        assert f"| {name} (earlier model) |" in carried
+        assert f"{committed[name]['transfer_avg']:.2f}" in carried
+    # Without statuses (no way to tell a carried record) an entry of other weights is still left out.
+    assert list(leaderboard.newest_metrics(
+        {"declutr": {**fresh["declutr"], "model_fingerprint": "new"}}, {"declutr": committed["declutr"]})) == \
+        ["declutr"]
 
 
 def test_carried_rows_are_neither_tested_nor_a_base(checkout):

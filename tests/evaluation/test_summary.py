@@ -63,4 +63,18 @@ def test_rows_carried_from_the_repository_are_not_this_checkouts_results():
         {"model": "baseline-cls", "method": "baseline", "pooling": "cls", "sts_avg": 73.3, "status": "stale"},
         {"model": "baseline-mean", "method": "baseline", "pooling": "mean", "sts_avg": 78.9, "status": "carried"},
     ])
-    assert leaderboard_summary(table) == {"simcse": {"sts_avg": 74.3}, "baseline": {"cls": 73.3}}
+    assert leaderboard_summary(table) == {"simcse": {"sts_avg": 74.3}, "baseline": {"cls": 73.3, "cls_stale": 1}}
+
+
+def test_stale_rows_are_kept_and_marked_stale():
+    """A stale score (its model is here, its parameters or code changed since) never
+    reads as a current one in `dvc exp show`; a current one carries no mark."""
+    table = pd.DataFrame([
+        {"model": "simcse", "method": "simcse", "pooling": "cls", "sts_avg": 74.3, "status": "stale",
+         "status_reason": "parameters changed: training.max_steps 4 -> 8"},
+        {"model": "simcse.seed42", "method": "simcse", "pooling": "cls", "sts_avg": 74.2, "status": "stale"},
+        {"model": "declutr", "method": "declutr", "pooling": "mean", "sts_avg": 79.2, "status": "current"},
+        {"model": "baseline-mean", "method": "baseline", "pooling": "mean", "sts_avg": 78.9, "status": "current"},
+    ])
+    assert leaderboard_summary(table) == {"simcse": {"sts_avg": 74.3, "stale": 1}, "declutr": {"sts_avg": 79.2},
+                                          "baseline": {"mean": 78.9}}

@@ -71,9 +71,13 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
     later source wins).
 
     An older entry's metrics that the newest one lacks (e.g. the transfer scores of
-    a full evaluation, after a fresh STS-only run) are kept only when both entries
-    scored the same weights (equal ``model_fingerprint``); otherwise they describe a
-    model that no longer exists and are left out, so a row never mixes two models.
+    a full evaluation, after a fresh STS-only run) join its row only when both entries
+    scored the same weights (equal ``model_fingerprint``), so a row never mixes two
+    models. An older entry of other weights that the leaderboard marks ``carried``
+    (e.g. the repository's transfer scores after a fresh run replaced the model) is a
+    row of its own, ``<model> (earlier model)`` (with its fingerprint when there are
+    several), its entries of the same weights joined, so no committed number leaves
+    the page; without statuses such entries are left out.
     Pure: the inputs are not modified.
     """
     entries: dict[str, list[tuple[datetime, int, Mapping]]] = {}
@@ -87,16 +91,30 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
     for name, candidates in entries.items():
         candidates.sort(key=lambda entry: (entry[0], entry[1]))
         newest = candidates[-1][2]
+        earlier: dict[str, list[Mapping]] = {}  # carried entries of other weights, by fingerprint
         row = dict(newest)
         for _, _, older in reversed(candidates[:-1]):
-            same_weights = older.get("model_fingerprint") is not None and \
-                older.get("model_fingerprint") == newest.get("model_fingerprint")
-            if same_weights:
-                for key, value in older.items():
-                    row.setdefault(key, value)
-                _combine_status(row, older)
+            fingerprint = older.get("model_fingerprint")
+            if fingerprint is not None and fingerprint == newest.get("model_fingerprint"):
+                _join(row, older)
+            elif older.get("status") == CARRIED and fingerprint is not None:
+                earlier.setdefault(str(fingerprint), []).append(older)
         merged[name] = row
+        for fingerprint, older_entries in earlier.items():
+            label = f"{name} (earlier model{f' {fingerprint}' if len(earlier) > 1 else ''})"
+            carried = dict(older_entries[0])
+            for other in older_entries[1:]:
+                _join(carried, other)
+            carried["model"] = {**(carried.get("model") or {}), "name": label}
+            merged[label] = carried
     return merged
+
+
+def _join(row: dict, older: Mapping) -> None:
+    """``older``'s metrics that ``row`` lacks, into ``row`` (same weights)."""
+    for key, value in older.items():
+        row.setdefault(key, value)
+    _combine_status(row, older)
 
 
 # --- where a row comes from: current, stale or carried --------------------------------------
@@ -131,8 +149,9 @@ def model_here(path: str, trained: bool) -> str | None:
 class Today:
     """What a record is compared with: today's run blocks (``config.run_blocks``), the
     encoder, the evaluation settings each kind of record is scored with, the package's
-    ``source_hash``, and ``fingerprint_of(path, trained)``, the fingerprint of the model
-    at a path here (None: no model there)."""
+    ``source_hash``, ``fingerprint_of(path, trained)``, the fingerprint of the model
+    at a path here (None: no model there), and the baseline poolings the transfer
+    tasks score (``transfer_evaluation.baseline_poolings``)."""
 
     blocks: Mapping[str, Mapping]
     encoder: str | None
@@ -141,6 +160,7 @@ class Today:
     baseline_overrides: Mapping
     transfer_overrides: Mapping
     fingerprint_of: Callable[[str, bool], str | None] = model_here
+    baseline_transfer_poolings: tuple[str, ...] = ()
 
     @classmethod
     def from_parameters(cls, parameters: Mapping, fingerprint_of: Callable[[str, bool], str | None] = model_here,
@@ -158,7 +178,8 @@ class Today:
         return cls(blocks=run_blocks(parameters) if parameters.get("methods") else {},
                    encoder=parameters.get("encoder"), source_hash=source_hash or provenance.source_hash(),
                    evaluation=dict(parameters.get("evaluation") or {}), baseline_overrides=dict(baseline.overrides),
-                   transfer_overrides=dict(transfer.evaluation), fingerprint_of=fingerprint_of)
+                   transfer_overrides=dict(transfer.evaluation), fingerprint_of=fingerprint_of,
+                   baseline_transfer_poolings=tuple(transfer.baseline_poolings))
 
     def settings(self, scope: str, run: str, baseline: bool) -> dict | None:
         """Today's evaluation settings (as records hold them) for ``run``'s records in
@@ -216,11 +237,12 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
             reasons.append(f"encoder changed: {record_provenance.get('encoder')} -> {today.encoder}")
     else:
         block = today.blocks.get(str(run))
-        if not record_provenance.get("params_hash"):
+        recorded_hash = provenance.recorded_params_hash(record_provenance)
+        if not recorded_hash:
             reasons.append("trained before models recorded their provenance: its parameters are unknown")
         elif block is None:
             reasons.append(f"{run} is not a run of today's parameters (`methods` or `seeds` changed)")
-        elif provenance.params_hash(block) != record_provenance["params_hash"]:
+        elif provenance.params_hash(block) != recorded_hash:
             before = provenance.without(record_provenance.get("parameters") or {}, provenance.RUN_INDEPENDENT_KEYS)
             after = provenance.without(block, provenance.RUN_INDEPENDENT_KEYS)
             reasons.append("parameters changed: " + ", ".join(provenance.parameter_changes(before, after)))
@@ -301,7 +323,7 @@ def provenance_columns(metrics: Mapping) -> dict:
         parameters_hash = record_provenance.get("config_hash")
     else:
         source = record_provenance
-        parameters_hash = record_provenance.get("params_hash")
+        parameters_hash = provenance.recorded_params_hash(record_provenance)
     code = (source.get("training") or {}).get("code") or (source.get("evaluation") or {}).get("code") or {}
     dirty = code.get("dirty")
     return {"status": metrics.get("status", ""), "status_reason": metrics.get("status_reason", ""),
@@ -387,13 +409,15 @@ def status_cell(status, reason) -> str:
 
 
 def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
-                         examples_budget: int | None = None, metrics_by_model: Mapping[str, Mapping] | None = None
-                         ) -> str:
+                         examples_budget: int | None = None, metrics_by_model: Mapping[str, Mapping] | None = None,
+                         baseline_poolings: Sequence[str] | None = None) -> str:
     """The leaderboard page. This checkout's rows (current and stale) fill the tables;
     carried rows have their own section at the end. With ``metrics_by_model`` (the
     records of the rows), "Each seed's run" lists the runs each seed summary averaged,
     and the runs it left out (``provenance.runs_of_one_configuration``) or that no
-    summary holds are listed apart, with the reason."""
+    summary holds are listed apart, with the reason. With ``baseline_poolings`` (today's
+    ``transfer_evaluation.baseline_poolings``), the transfer table leaves out the
+    baseline rows of other poolings, which it does not score, and says so in one line."""
     left_out = left_out_runs(metrics_by_model or {})
     summarised = summarised_runs(metrics_by_model) if metrics_by_model is not None else None
     identity = IDENTITY_COLUMNS
@@ -469,9 +493,16 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
             "",
         ]
     transfer = _transfer_rows(table)
+    unscored = pd.Series(False, index=transfer.index)
+    if baseline_poolings is not None:
+        unscored = (transfer["method"] == "baseline") & ~transfer["pooling"].isin(list(baseline_poolings)) & \
+            transfer[TRANSFER_COLUMNS].isna().all(axis=1)
     if not transfer.empty and (table[TRANSFER_COLUMNS].notna().any().any() or "transfer_note" in table):
-        parts += ["## Transfer tasks (accuracy; MRPC also F1)", "",
-                  markdown_table(transfer, [*identity, *TRANSFER_COLUMNS, "transfer_note"]), ""]
+        parts += ["## Transfer tasks (accuracy; MRPC also F1)", ""]
+        if not transfer[~unscored].empty:
+            parts += [markdown_table(transfer[~unscored], [*identity, *TRANSFER_COLUMNS, "transfer_note"]), ""]
+        if unscored.any():
+            parts += [baseline_transfer_line(baseline_poolings), ""]
     if table[GEOMETRY_COLUMNS].notna().any().any():
         parts += ["## Alignment and uniformity (lower is better for both)", "",
                   markdown_table(main, [*identity, *GEOMETRY_COLUMNS, "sts_avg"]), ""]
@@ -485,7 +516,7 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
             "above. Rerun a method's pipeline to get it here.",
             "",
             markdown_table(shown, ["model", "method", "pooling", "seed", "evaluated_at", "n_seeds", "sts_avg",
-                                   "transfer_avg", "status"]),
+                                   "sts_avg_wmean", "transfer_avg", "status"]),
             "",
         ]
     parts += [
@@ -702,9 +733,15 @@ def method_block(model: str) -> str:
     return str(model).split(SEED_RUN, 1)[0]
 
 
-def add_transfer_notes(table: pd.DataFrame) -> pd.DataFrame:
+BASELINE_TRANSFER = "kedro run --nodes=baseline.transfer"
+
+
+def add_transfer_notes(table: pd.DataFrame, baseline_poolings: Sequence[str] | None = None) -> pd.DataFrame:
     """``transfer_note``: why a row has no transfer scores, and how to get them (empty
-    for a row that has them, or that is carried: a carried row is not run here)."""
+    for a row that has them, or that is carried: a carried row is not run here). A
+    baseline pooling the transfer tasks score (``baseline_poolings``: today's
+    ``transfer_evaluation.baseline_poolings``) just has not been run; one they do not
+    score says so (None: which they score is not known)."""
     scored = table["transfer_avg"].notna() if "transfer_avg" in table else pd.Series(False, index=table.index)
     carried = is_carried(table)
     own_seed_runs_scored = {method_block(model) : model for model, done, gone
@@ -714,8 +751,7 @@ def add_transfer_notes(table: pd.DataFrame) -> pd.DataFrame:
         if done or gone:
             notes.append("")
         elif row.method == "baseline":
-            notes.append(f"not run: add {row.pooling} to transfer_evaluation.baseline_poolings "
-                         "(kedro run --nodes=baseline.transfer)")
+            notes.append(_baseline_transfer_note(row.pooling, baseline_poolings))
         elif not is_seed_run(row.model) and row.model in own_seed_runs_scored:
             notes.append(f"scored on {own_seed_runs_scored[row.model]} (the method's first seed)")
         elif is_seed_run(row.model):
@@ -726,6 +762,23 @@ def add_transfer_notes(table: pd.DataFrame) -> pd.DataFrame:
     table = table.copy()
     table["transfer_note"] = notes
     return table
+
+
+def _baseline_transfer_note(pooling: str, baseline_poolings: Sequence[str] | None) -> str:
+    if baseline_poolings is None:
+        return f"not run: {BASELINE_TRANSFER} (with {pooling} in transfer_evaluation.baseline_poolings)"
+    if pooling in baseline_poolings:
+        return f"not run: {BASELINE_TRANSFER}"
+    return (f"not scored: {pooling} is not in transfer_evaluation.baseline_poolings (add it, then "
+            f"{BASELINE_TRANSFER})")
+
+
+def baseline_transfer_line(baseline_poolings: Sequence[str]) -> str:
+    """The transfer table's one line on the baseline poolings it leaves out."""
+    listed = ", ".join(f"`{pooling}`" for pooling in baseline_poolings) or "none"
+    return (f"The untrained encoder's transfer tasks score its {listed} pooling only "
+            "(`transfer_evaluation.baseline_poolings`); the other poolings are not listed here: add one there, "
+            f"then `{BASELINE_TRANSFER}`.")
 
 
 def within_budget(table: pd.DataFrame, examples_seen: int | None) -> pd.DataFrame:

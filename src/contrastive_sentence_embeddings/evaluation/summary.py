@@ -4,8 +4,9 @@ one ``contrastive-sentence-embeddings experiments`` ranks by. The detailed metri
 files stay where the leaderboard reads them; this keeps only what compares runs::
 
     {"<model>": {"sts_avg": 79.23, "vs_base": 0.35, "p": 0.001, "examples": 336, "seconds": 181},
+     "<stale model>": {"sts_avg": 76.1, ..., "stale": 1},
      ...,
-     "baseline": {"<pooling>": 78.87, ...}}
+     "baseline": {"<pooling>": 78.87, "<stale pooling>": 73.3, "<stale pooling>_stale": 1, ...}}
 
 one entry per trained model of the leaderboard (a seeded method's entry is its
 summary over seeds; its single seeds' rows are left to the leaderboard) and the
@@ -16,23 +17,25 @@ examples seen, ``seconds`` the training time. A value the leaderboard does not h
 is left out (DVC shows ``-``). Rows the leaderboard marks ``carried`` (results that came
 with the repository, with no model behind them here) are left out too: the summary is
 this checkout's runs, so an experiment's summary never shows another run's numbers as
-its own. Keys are short on purpose: DVC's column headers are
+its own. A row the leaderboard marks ``stale`` (its model is here, but its parameters,
+encoder, evaluation settings or code changed since; the leaderboard's ``status_reason``
+says which) is kept and marked: ``"stale": 1`` in its model's entry, and
+``"<pooling>_stale": 1`` beside a stale baseline pooling's score, so ``dvc exp show``
+never shows a stale score as a current one. Keys are short on purpose: DVC's column headers are
 ``<model>.<key>``, and ``dvc exp show`` must fit a terminal.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 
 import pandas as pd
 
-from contrastive_sentence_embeddings.evaluation.leaderboard import CARRIED
+from contrastive_sentence_embeddings.evaluation.leaderboard import CARRIED, STALE, is_seed_run
 
 BASELINE = "baseline"
-# One seed's run of a seeded method: <method>.seed<k>.
-SEED_RUN = re.compile(r".+\.seed\d+")
+STALE_MARK = 1  # the value of a stale entry's "stale" key: DVC shows numbers
 REQUIRED_COLUMNS = ("model", "method", "pooling", "sts_avg")
 # summary key -> (leaderboard column, digits kept; 0 for a count or whole seconds)
 TRAINED_FIELDS = {
@@ -61,17 +64,23 @@ def leaderboard_summary(table: pd.DataFrame) -> dict[str, Mapping]:
     summary: dict[str, Mapping] = {}
     baseline: dict[str, float] = {}
     for row in table.to_dict("records"):
-        if str(row.get("status", "")) == CARRIED:
+        status = str(row.get("status", ""))
+        if status == CARRIED:
             continue
         if row["method"] == BASELINE:
             score = _number(row["sts_avg"], 2)
             if score is not None:
                 baseline[str(row["pooling"])] = score
+                if status == STALE:
+                    baseline[f"{row['pooling']}_stale"] = STALE_MARK
             continue
-        if SEED_RUN.fullmatch(str(row["model"])):
+        if is_seed_run(row["model"]):
             continue
         fields = {key: _number(row.get(column), digits) for key, (column, digits) in TRAINED_FIELDS.items()}
-        summary[str(row["model"])] = {key: value for key, value in fields.items() if value is not None}
+        entry = {key: value for key, value in fields.items() if value is not None}
+        if status == STALE:
+            entry["stale"] = STALE_MARK
+        summary[str(row["model"])] = entry
     if baseline:
         summary[BASELINE] = baseline
     return summary

@@ -43,9 +43,10 @@ def build_leaderboard(
     pairs = {name: load() for name, load in sts_pairs.items()}
     table = leaderboard.add_significance(table, metrics, pairs, config.bootstrap_resamples, config.bootstrap_seed,
                                          config.alpha)
-    table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget))
+    table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget),
+                                           today.baseline_transfer_poolings)
     markdown = leaderboard.leaderboard_markdown(table, leaderboard.reported_table(reported), config.alpha,
-                                                config.examples_budget, metrics)
+                                                config.examples_budget, metrics, today.baseline_transfer_poolings)
     figure = leaderboard.alignment_uniformity_figure(table)
     summary_logger.info("leaderboard (data/08_reporting/leaderboard.md): %s",
                         leaderboard.summary_text(table, alpha=config.alpha))

@@ -210,3 +210,13 @@ def test_the_ranking_command_ranks_the_grid_by_sts_avg(grid):
     assert [row[3] for row in rows] == [expected_score(float(row[-1]), int(row[-2])) for row in rows]
     assert [float(row[3]) for row in rows] == sorted((float(row[3]) for row in rows), reverse=True)
     assert {row[-1] for row in rows} == {"1e-05", "3e-05", "5e-05"}
+
+
+def test_a_score_the_summary_marks_stale_is_ranked_and_says_so():
+    stale = simcse(78.0)
+    stale["simcse"]["stale"] = 1
+    show = [commit_entry("main", "a" * 40, params(1e-5, 42), simcse(76.5), experiments=[
+        experiment_entry("old-code-run", "b" * 40, "success", params(3e-5, 42), stale)])]
+    lines = ranking_table(read_experiments(show), "simcse").splitlines()
+    assert lines[1].split()[:5] == ["1", "old-code-run", "(bbbbbbb)", "78", "(stale)"]
+    assert "(stale)" not in lines[2]

@@ -150,7 +150,9 @@ def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
             str(position) if scored else "-",
             f"{experiment.name} ({experiment.rev})" if experiment.rev and experiment.rev != experiment.name
             else experiment.name,
-            _cell(scores.get("sts_avg")) if scored else experiment.state,
+            # The summary marks a score whose code or parameters changed since it was made.
+            (_cell(scores.get("sts_avg")) + (" (stale)" if scores.get("stale") else "")) if scored
+            else experiment.state,
             "-" if difference is None else f"{difference:+.2f}",
             "-" if scores.get("p") is None else f"{scores['p']:.3f}",
             _cell(scores.get("examples")),

@@ -347,6 +347,14 @@ def test_a_killed_paper_run_resumes_to_the_uninterrupted_result(paper_project, m
         # fingerprint of the model folder's path and files' times (embedding_cache.model_fingerprint)
         metrics.pop("evaluated_at"), metrics.pop("eval_seconds"), metrics["training"].pop("train_seconds")
         metrics.pop("model_fingerprint")
+    # What produced them: the same configuration, seed, encoder, code and data. The rest of
+    # the provenance is when and where (times, the model's fingerprint) and the block as
+    # given, whose resume and checkpoint settings differ by design and are not in its hashes.
+    same = ("params_hash", "config_hash", "seed", "encoder")
+    produced = [metrics.pop("provenance") for metrics in (resumed, uninterrupted)]
+    assert [{key: record[key] for key in same} for record in produced][0] == {key: produced[1][key] for key in same}
+    assert [(record["training"]["code"]["source_hash"], record["training"]["data"]) for record in produced][0] == (
+        produced[1]["training"]["code"]["source_hash"], produced[1]["training"]["data"])
     assert resumed == uninterrupted
 
 

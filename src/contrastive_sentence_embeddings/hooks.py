@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+import click
 from kedro.framework.hooks import hook_impl
 
 from contrastive_sentence_embeddings.config import (
@@ -251,3 +252,76 @@ class StaleModelsHook:
         results = getattr(self._catalog.get(f"{method}.mteb_results"), "path", None)
         if results is not None:
             remove_stale_results(results, method, runs)
+
+
+# Where a run's data set locks live (run_locks.py), relative to the project.
+DATA_LOCK_DIR = "data/.locks"
+
+
+def persistent_datasets(pipeline, catalog) -> tuple[set[str], set[str]]:
+    """The data sets on disk that ``pipeline`` writes, and those it only reads (memory
+    data sets and parameters are the run's own and need no lock)."""
+
+    def on_disk(name: str) -> bool:
+        if name == "parameters" or name.startswith("params:"):
+            return False
+        kind = catalog.get_type(name)
+        return kind is not None and not kind.endswith(("MemoryDataset", "SharedMemoryDataset"))
+
+    writes = {name for name in pipeline.all_outputs() if on_disk(name)}
+    reads = {name for name in pipeline.inputs() if on_disk(name)} - writes
+    return writes, reads
+
+
+class RunLockedError(click.ClickException):
+    """A data set this run needs is locked by another live run: ``kedro`` prints
+    ``Error: <message>`` (naming that run) and exits with status 1, no traceback."""
+
+
+class RunLockHook:
+    """Before any node runs, locks every data set on disk the run writes (exclusive)
+    and reads (shared), in ``data/.locks`` (``run_locks.acquire``), so that a second
+    ``kedro run`` in the same checkout that would write what this one writes or reads
+    (both re-linking ``data/01_raw``, the same method twice) stops at once, naming this
+    run's pid, host, start time and command line, instead of failing halfway through
+    on a file the other run replaced. The locks are released when the run ends, and by
+    the operating system when it is killed. Training workers the run starts
+    (``CSE_TRAINING_WORKER=1``) run no pipeline and take none."""
+
+    def __init__(self) -> None:
+        self._project: Path | None = None
+        self._locks = None
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._project = Path(context.project_path)
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline, catalog) -> None:
+        from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR
+        from contrastive_sentence_embeddings.run_locks import LockHeld, acquire
+
+        if os.environ.get(WORKER_ENV_VAR) == "1":
+            return
+        self._release()
+        writes, reads = persistent_datasets(pipeline, catalog)
+        try:
+            self._locks = acquire((self._project or Path.cwd()) / DATA_LOCK_DIR, writes, reads, what="data set",
+                                  advice="Wait for that run to end or stop it (a killed run releases its locks); "
+                                         "runs in separate checkouts do not conflict.", locks_only=True)
+        except LockHeld as error:
+            raise RunLockedError(str(error)) from None
+        logger.debug("locked %d data sets written and %d read by this run", len(writes), len(reads))
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._release()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._locks is not None:
+            self._locks.release()
+            self._locks = None

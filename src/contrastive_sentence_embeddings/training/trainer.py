@@ -59,6 +59,7 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
+from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ ACCELERATE_STATE = "accelerate"
 CHECKPOINT_MARKER = ".cse_trainer_checkpoint"
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
 _STAGING_PREFIX = ".staging-step-"
+# The checkpoint folders this process has locked (CheckpointStore.claim), by resolved path.
+_CLAIMED: dict[Path, HeldLocks] = {}
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -321,6 +324,23 @@ class CheckpointStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    def claim(self) -> None:
+        """Lock ``root`` for this process (``run_locks``; kept until :meth:`unclaim` or
+        the process ends, however it ends) before anything in it is cleaned up or
+        written, or raise ``LockHeld`` naming the live run that trains into it: its
+        staging folders are not an interrupted run's leftovers, and its checkpoints are
+        not stale. A process that holds the lock already keeps it."""
+        key = self.root.resolve()
+        if key not in _CLAIMED:
+            _CLAIMED[key] = acquire(key.parent, [key.name], what="checkpoint folder",
+                                    advice="Two runs cannot train into one training.checkpoint_dir: wait for that "
+                                           "run to end, stop it, or give this run another checkpoint_dir.")
+
+    def unclaim(self) -> None:
+        held = _CLAIMED.pop(self.root.resolve(), None)
+        if held is not None:
+            held.release()
+
     @staticmethod
     def is_ours(folder: Path) -> bool:
         return folder.is_dir() and (folder / CHECKPOINT_MARKER).is_file()
@@ -417,10 +437,20 @@ class CheckpointStore:
 def release_checkpoints(checkpoint_dir: str | Path | None) -> list[Path]:
     """Delete the trainer's checkpoints in ``checkpoint_dir`` (only what the trainer
     wrote there). Call it once the trained model is published: until then the
-    checkpoint is the only copy of the run's result."""
+    checkpoint is the only copy of the run's result. A folder another live run trains
+    into (it holds the lock) is left to that run, with a warning."""
     if not checkpoint_dir:
         return []
-    removed = CheckpointStore(checkpoint_dir).remove_all()
+    store = CheckpointStore(checkpoint_dir)
+    try:
+        store.claim()
+    except LockHeld as busy:
+        logger.warning("the training checkpoints in %s were not removed: %s", checkpoint_dir, busy)
+        return []
+    try:
+        removed = store.remove_all()
+    finally:
+        store.unclaim()
     if removed:
         logger.info("model published: removed the training checkpoint(s) %s", ", ".join(map(str, removed)))
     return removed
@@ -500,6 +530,7 @@ def train(
     fingerprint = run_fingerprint(settings, data_fingerprint, core, processes)
     state["fingerprint"] = fingerprint
     if store is not None and accelerator.is_main_process:
+        store.claim()  # before the clean-up: another live run's staging folders are not leftovers
         store.clean_interrupted()
         if (store.root / TRAINER_STATE).is_file():
             logger.warning("%s holds a checkpoint in an older layout; it is not resumed from and left as it is",
@@ -656,6 +687,8 @@ def train(
         logger.warning("no training step scored above step 0 on %s: the kept weights are the starting ones "
                        "(the pretrained encoder, with any newly initialised layers; see the training curve)",
                        config.select_by)
+    if store is not None:
+        store.unclaim()
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(settings), "settings_unread": config.unread(),
                            "num_processes": accelerator.num_processes, "peak_memory_gib": round(peak, 3),

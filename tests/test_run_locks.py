@@ -79,3 +79,27 @@ def test_a_lock_file_replaced_between_open_and_lock_is_opened_again(tmp_path, mo
     descriptor = run_locks._locked(lock, shared=False)
     assert os.fstat(descriptor).st_ino == lock.stat().st_ino
     os.close(descriptor)
+
+
+def test_a_live_run_training_into_a_checkpoint_folder_keeps_it_from_another_run(tmp_path):
+    from contrastive_sentence_embeddings.training.trainer import CHECKPOINT_MARKER, CheckpointStore, release_checkpoints
+
+    root = tmp_path / "checkpoints" / "simcse"
+    staging = root / ".staging-step-3"  # the live run is writing its checkpoint of step 3
+    staging.mkdir(parents=True)
+    (staging / CHECKPOINT_MARKER).write_text("")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom contrastive_sentence_embeddings.training.trainer import "
+         "CheckpointStore\nCheckpointStore(sys.argv[1]).claim()\nprint('locked', flush=True)\ntime.sleep(120)", str(root)],
+        stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LockHeld, match=rf"checkpoint folder 'simcse' is locked: another live run writes it \(pid "
+                                           rf"{holder.pid} .*another checkpoint_dir"):
+            CheckpointStore(root).claim()  # what the trainer does before removing "interrupted" staging folders
+        assert release_checkpoints(root) == [] and staging.is_dir()  # the other run's: left alone
+    finally:
+        holder.kill()
+        holder.wait()
+    assert release_checkpoints(root) == [staging] and not root.exists()
+    assert sorted(p.name for p in root.parent.iterdir()) == []  # its lock and record went with it

@@ -1,6 +1,9 @@
 """``kedro run --pipelines=simcse`` with ``simcse.training.num_processes: 2``: Kedro runs
 once, and only the training node fans out into two CPU worker processes (torch's
-elastic launcher, gloo, accelerate's DDP). Data preparation and evaluation run once,
+elastic launcher, gloo, accelerate's DDP), with the shipped ``training.device: null``:
+without a GPU that must be a real 2-process world (each worker sees 2 processes, the
+data shared out, the gradients synchronised), not two single processes that only
+gather each other's embeddings. Data preparation and evaluation run once,
 one model is saved and loads in sentence-transformers, and its training equals one
 process training on the same global batch (2 x 8 sentences a step).
 
@@ -34,7 +37,9 @@ PROCESSES = 2
 STEPS = 4
 # lr 1e-2: the loss falls from ln 16 = 2.77 to about 2.1 in four steps, so every step's
 # loss depends visibly on the weights the previous steps produced.
-SETTINGS = dict(max_steps=STEPS, eval_every=2, learning_rate=1e-2, log_every=1, device="cpu")
+# No `device`: the shipped null (CUDA when present). `device: cpu` under DDP is
+# tests/training/test_declutr.py::test_trainer_under_ddp_keeps_processes_in_step's (torchrun).
+SETTINGS = dict(max_steps=STEPS, eval_every=2, learning_rate=1e-2, log_every=1)
 
 
 class NodeRuns(logging.Handler):

@@ -631,7 +631,11 @@ def train(
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             torch.save(best_state, staging / BEST_WEIGHTS)
-            write_text_atomically(staging / TRAINER_STATE, json.dumps(state, indent=1))  # synced before publish
+            # The loss window under way (a checkpoint between two logged rows): a resumed
+            # run's next row averages the same steps as the uninterrupted run's.
+            window = {"loss": dict(window_loss), "count": window_count, "seconds": time.perf_counter() - window_start}
+            write_text_atomically(staging / TRAINER_STATE,  # synced before publish
+                                  json.dumps({**state, "window": window}, indent=1))
             crash_point("checkpoint:before_publish")
             store.publish(staging, state["step"])
         accelerator.wait_for_everyone()
@@ -640,9 +644,12 @@ def train(
         evaluate()
     model.train()
     started = time.perf_counter() - state["seconds"]
-    window_loss: dict[str, float] = {}
-    window_count = 0
-    window_start = time.perf_counter()
+    # The steps since the last logged row; a checkpoint written before the "window"
+    # entry existed resumes with an empty one.
+    window = state.pop("window", None) or {}
+    window_loss: dict[str, float] = dict(window.get("loss", {}))
+    window_count = int(window.get("count", 0))
+    window_start = time.perf_counter() - float(window.get("seconds", 0.0))
     progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
                     disable=not accelerator.is_local_main_process)
     steps_per_epoch = len(loader)

@@ -15,7 +15,10 @@ to more than one (:func:`resolve_num_processes`) has its training node fan out:
 3. rank 0 alone writes the result (:func:`write_result`: the trained encoder, its
    tokenizer and metadata, the training curve) into that folder, last of all a
    ``done`` marker; the other ranks write nothing (the trainer's checkpoints, in
-   ``training.checkpoint_dir``, are written by rank 0 too);
+   ``training.checkpoint_dir``, are written by rank 0 too).
+   Meanwhile the node replays the workers' log records (rank 0's from INFO, the
+   others' from WARNING), which they write to that folder, into its own log
+   (``training/worker_logs.py``);
 4. the node reads the result back (:func:`read_result`), removes the folder, and
    returns the model and the curve to the catalog exactly as the single-process path
    does, so ``<method>.model`` is saved by ``datasets.SentenceEncoderDataset`` as
@@ -50,6 +53,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 # The marker of a worker of ours: the launch guard (launch_guard.py) never refuses it.
 from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR as WORKER_ENV
+from contrastive_sentence_embeddings.training import worker_logs
 
 logger = logging.getLogger(__name__)
 
@@ -259,9 +263,9 @@ def worker_main(folder: str) -> None:
     """One worker process of a fan-out (started by :func:`launch`): train the job in
     ``folder``; rank 0 writes the result there."""
     rank = setup_worker()
-    # A spawned process has no logging set up: the main worker logs like the Kedro run.
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"[rank {rank}] %(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A spawned process has no logging set up: its records go to the job folder, and the
+    # training node replays them into the Kedro run's log (training/worker_logs.py).
+    worker_logs.log_to_folder(folder, rank)
     job = TrainingJob.load(folder)
     trained, result = train_job(job, main_process=rank == 0)
     if rank == 0:
@@ -293,7 +297,8 @@ def train_in_processes(family: str, encoder: str, block: Mapping, tables: Mappin
         prepare_job(folder, family, encoder, block, tables, raw_sts)
         logger.info("training in %d processes (global batch %d x %d); job in %s", processes, processes,
                     block.get("training", {}).get("batch_size", "?"), folder)
-        launch(folder, processes)
+        with worker_logs.replayed(folder):  # the workers' dev scores, resumption, throughput in this run's log
+            launch(folder, processes)
         return read_result(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

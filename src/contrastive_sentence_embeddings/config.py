@@ -170,16 +170,16 @@ def random_seed() -> dict:
 
 @dataclass(frozen=True)
 class Labels:
-    """``keep_label``'s values: a label (text or an integer, as the column holds it) or a
-    non-empty list of them, or null."""
+    """``keep_label``'s values: a label (text or an integer, as the column holds it), a
+    list of them (``PairSource`` refuses an empty one), or null."""
 
     def problem(self, value) -> str | None:
         def is_label(item) -> bool:
             return isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
 
-        if value is None or is_label(value) or (isinstance(value, list) and value and all(map(is_label, value))):
+        if value is None or is_label(value) or (isinstance(value, list) and all(map(is_label, value))):
             return None
-        return "must be a label (text or an integer), a non-empty list of labels or null"
+        return "must be a label (text or an integer), a list of labels or null"
 
 
 def library_ranges() -> dict[type, dict[str, Allowed]]:

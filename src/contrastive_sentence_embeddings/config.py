@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import logging
 import math
 import re
@@ -104,7 +105,7 @@ class Allowed:
 
     def problem(self, value) -> str | None:
         """What is wrong with ``value`` ("must be an integer >= 1"), or None."""
-        if value is None and self.nullable or (isinstance(value, str) and value in self.words):
+        if (value is None and self.nullable) or (isinstance(value, str) and value in self.words):
             return None
         if self.each:
             if isinstance(value, list) and value and all(self._fits(item) for item in value):
@@ -182,6 +183,7 @@ class Labels:
         return "must be a label (text or an integer), a list of labels or null"
 
 
+@functools.cache
 def library_ranges() -> dict[type, dict[str, Allowed]]:
     """The values of the library dataclasses' numeric and true/false settings, by class
     and field (the library keeps its dataclasses free of the wiring's checks; these
@@ -649,7 +651,8 @@ def _unknown_data_set_problem(value: str, input_name: str, key: str, readable: I
            f"or its format: {key}.path={value},{key}.format={example}")
     found = Path(project) / value if project is not None else None
     if found is not None and found.exists():
-        return f"{problem} There is a {'folder' if found.is_dir() else 'file'} {value!r} in the project: to read it, {how}"
+        what = "folder" if found.is_dir() else "file"
+        return f"{problem} There is a {what} {value!r} in the project: to read it, {how}"
     return f"{problem} To read a file of your own, {how}"
 
 

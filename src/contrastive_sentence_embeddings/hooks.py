@@ -13,6 +13,7 @@ from kedro.framework.hooks import hook_impl
 
 from contrastive_sentence_embeddings.config import (
     ParameterError,
+    check_data_set_names,
     check_overlay_keys,
     explain_parameter_error,
     method_configs,
@@ -73,7 +74,9 @@ class StrictParametersHook:
     so a typo fails at once instead of being ignored (or failing hours into a run). The
     error is one line naming the key, where it was set (``--params``, ``params.yaml`` or
     the parameter files) and the closest key the block takes; ``kedro`` prints it as
-    ``Error: ...`` without a traceback (``ParameterCommandError``)."""
+    ``Error: ...`` without a traceback (``ParameterCommandError``). A value of the wrong
+    type or range is named the same way, and so is a method's data set name that the
+    run cannot read (a misspelt name, or a file path without an extension)."""
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -83,6 +86,7 @@ class StrictParametersHook:
             parameters = context.params
             check_overlay_keys(overlay, parameters, OVERLAY_FILE)
             validate_parameters(parameters)
+            check_data_set_names(parameters, readable_data_sets(loader, parameters), Path(context.project_path))
         except ParameterCommandError:
             raise
         except ParameterError as error:
@@ -98,6 +102,21 @@ class StrictParametersHook:
             sources = [project_relative(source, project) if Path(source).is_absolute() else source
                        for source in sources[:1]]
             raise ParameterCommandError(explain_parameter_error(error, sources), key=key) from None
+
+
+def readable_data_sets(loader, parameters: Mapping) -> set[str]:
+    """The data sets a run of these parameters can read: the catalog's named entries
+    (a factory pattern such as ``raw_{source}`` names no data set of its own) and every
+    output of the project's graph."""
+    from kedro.config import MissingConfigException
+
+    from contrastive_sentence_embeddings.pipeline_registry import build_graph
+
+    try:
+        entries = {name for name in loader["catalog"] if "{" not in name}
+    except MissingConfigException:
+        entries = set()
+    return entries | build_graph(method_configs(parameters)).all_outputs()
 
 
 def _method_parameters(parameters: Mapping) -> Mapping | None:

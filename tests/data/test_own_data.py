@@ -59,11 +59,11 @@ def test_undecodable_and_over_long_lines_are_skipped_and_counted_or_stop_the_run
     content = (SENTENCES[0] + "\n").encode() + b"caf\xe9 au lait is served hot\n" + \
         ("word " * 30).encode() + b"\n" + (SENTENCES[1] + "\n").encode()
     (here / "mine.txt").write_bytes(content)
-    source = {"path": "mine.txt", "max_chars": 100}
+    source = {"path": "mine.txt", "max_chars": 100, "encoding": "utf-8"}  # utf-8: no fallback
     table, report = prepare_sentences(source)
     assert table["sentence"].tolist() == [SENTENCES[0], SENTENCES[1]]
-    assert report["dropped"] == {"not utf-8 (byte 3)": 1, "text: longer than 100 characters": 1}
-    assert report["examples"]["not utf-8 (byte 3)"] == ["mine.txt:2"]
+    assert report["dropped"] == {"not utf-8": 1, "text: longer than 100 characters": 1}
+    assert report["examples"]["not utf-8"] == ["mine.txt:2 (byte 3)"]
     assert report["examples"]["text: longer than 100 characters"] == ["mine.txt:3"]
     assert balanced(report)
     with pytest.raises(BadInputError, match="mine.txt:2: not utf-8"):
@@ -110,17 +110,20 @@ def test_a_missing_column_is_an_error_naming_the_file_and_the_columns_found(here
 
 
 def test_a_quoted_csv_field_may_span_lines_and_bad_rows_are_counted(here):
+    # \x81 is neither utf-8 nor cp1252 (the fallback)
     (here / "mine.csv").write_bytes(
         b'text,label\n"A sentence that goes on,\nover two lines.",a\nonly one field\n'
-        b'\xff\xfe broken bytes,b\n' + b'"' + b"x" * 140_000 + b'",c\n' + SENTENCES[3].encode() + b",d\n")
+        b'\x81\x8d broken bytes,b\n' + b'"' + b"x" * 140_000 + b'",c\n' + SENTENCES[3].encode() + b",d\n")
     table, report = prepare_sentences({"path": "mine.csv"})
     assert table["sentence"].tolist() == ["A sentence that goes on, over two lines.", SENTENCES[3]]
-    assert table["source"].tolist() == ["mine.csv:3", "mine.csv:7"]
+    assert table["source"].tolist() == ["mine.csv:2", "mine.csv:7"]  # a row is where it starts
+    assert report["variant_examples"] == {own_data.MULTI_LINE_ROW: ["mine.csv:2 (lines 2-3)"]}
     assert report["dropped"]["expected 2 fields (as the header), found 1"] == 1
     assert report["examples"]["expected 2 fields (as the header), found 1"] == ["mine.csv:4"]
-    assert report["dropped"]["not utf-8 (byte 0)"] == 1
+    assert report["dropped"]["neither utf-8 nor cp1252"] == 1
     assert any(reason.startswith("unreadable CSV row (field larger than field limit") for reason in report["dropped"])
     assert report["rows_in"] == 5 and balanced(report)
+    assert report["lines_read"] == 7 and report["quoting"] == "rfc4180"
 
 
 def test_jsonl_lines_that_are_not_json_or_lack_the_field_are_counted(here):
@@ -229,7 +232,7 @@ def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here,
     docs = here / "docs"
     (docs / "part").mkdir(parents=True)
     (docs / "a.txt").write_text(long_text(40, 1) + "\n\n" + long_text(40, 2) + "\n")
-    (docs / "part" / "b.txt").write_bytes(long_text(40, 3).encode() + b"\n\xff bad line\n" + long_text(5, 4).encode())
+    (docs / "part" / "b.txt").write_bytes(long_text(40, 3).encode() + b"\n\x81 bad line\n" + long_text(5, 4).encode())
     (docs / "short.txt").write_text("too short\n")
     (docs / "empty.txt").write_text("\n\n")
     (docs / "notes.md").write_text("not a document")
@@ -243,8 +246,9 @@ def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here,
         kept_text, add_special_tokens=False)["input_ids"]
     assert report["rows_in"] == 4 and report["rows_out"] == 2
     assert report["dropped"] == {"empty document": 1, "fewer than 20 tokens": 1} and balanced(report)
-    assert report["variant_examples"] == {"document kept without a line that is not utf-8 (byte 0)": ["docs/part/b.txt:2"]}
-    with pytest.raises(BadInputError, match="docs/part/b.txt:2: not utf-8"):
+    assert report["variant_examples"] == {
+        "document kept without a line that is neither utf-8 nor cp1252": ["docs/part/b.txt:2 (byte 0)"]}
+    with pytest.raises(BadInputError, match="docs/part/b.txt:2: neither utf-8 nor cp1252 \\(byte 0\\)"):
         prepare_documents("docs/", on_bad_input="error")
 
 
@@ -323,7 +327,8 @@ def test_pairs_default_columns_and_a_missing_one_names_the_columns_found(here):
 
 def test_pairs_that_all_fail_the_filters_are_a_clear_error(here):
     (here / "pairs.jsonl").write_text(json.dumps({"sentence1": "a b", "sentence2": "c d", "s": 1.0}) + "\n")
-    with pytest.raises(EmptyInputError, match="pairs.jsonl .own pairs: none left after the checks and filters"):
+    with pytest.raises(EmptyInputError, match=r"pairs.jsonl \(own pairs\): nothing is left of the 1 rows read: "
+                                              r"1 score <= 4 \(e.g. pairs.jsonl:1\)"):
         prepare_pairs({"path": "pairs.jsonl", "score": "s", "min_score": 4})
 
 

@@ -35,13 +35,14 @@ def _named(function: Callable, name: str, doc: str) -> Callable:
 
 
 @contextmanager
-def _report_when_stopped(report: StepReport) -> Iterator[None]:
-    """A source that is not text, or of which nothing is left, stops the node: its
-    counts so far go with the error, for the project's hook to write as the step's data
-    report (``data.report.carry_report``)."""
+def _report_when_stopped(report: StepReport, label: str) -> Iterator[None]:
+    """A source (``label``) that is not text, or of which nothing is left, stops the
+    node: its counts so far go with the error, for the project's hook to write as the
+    step's data report (``data.report.carry_report``)."""
     try:
         yield
     except (EmptyInputError, own_data.NotTextError) as error:
+        report.extra["source"] = label
         raise carry_report(error, report)
 
 
@@ -60,7 +61,7 @@ def make_prepare_sentences(method: str) -> Callable[..., Result]:
     def prepare_sentences(source: Any, on_bad_input: str, num_proc: int | None = None) -> Result:
         spec = parse_source("sentences", source, where)
         report = StepReport(step)
-        with _report_when_stopped(report):
+        with _report_when_stopped(report, spec.origin):
             records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format,
                                              [spec.column], spec.FORMATS, report, on_bad_input, spec.max_rows,
                                              spec.encoding, spec.quoting)
@@ -85,7 +86,7 @@ def make_prepare_documents(method: str) -> Callable[..., Result]:
         spec = parse_source("documents", source, where)
         settings = parse_strict(LongDocumentsConfig, long_documents, "data_processing.long_documents")
         report = StepReport(step)
-        with _report_when_stopped(report):
+        with _report_when_stopped(report, spec.origin):
             documents = own_data.own_documents(
                 own_data.document_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, spec.column,
                                           spec.FORMATS, report, on_bad_input, spec.max_rows, spec.encoding),
@@ -119,7 +120,7 @@ def make_prepare_pairs(method: str) -> Callable[..., Result]:
         spec = parse_source("pairs", source, where)
         report = StepReport(step)
         columns = [spec.column1, spec.column2] + [c for c in (spec.score, spec.label) if c is not None]
-        with _report_when_stopped(report):
+        with _report_when_stopped(report, spec.origin):
             records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, columns,
                                              spec.FORMATS, report, on_bad_input, spec.max_rows, spec.encoding,
                                              spec.quoting)

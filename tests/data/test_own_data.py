@@ -362,7 +362,8 @@ def test_a_bad_source_is_a_parameter_error_naming_the_key(input_name, value, mes
 # --- files users bring (issue 22): every line accounted for, nothing empty or binary passes -----
 def sentence_rows(n: int) -> list[str]:
     """``n`` distinct sentences of several words (none a duplicate of another)."""
-    return [f"Row {i} is a plain sentence about the {['river', 'market', 'stone'][i % 3]} number {i}." for i in range(n)]
+    topics = ["river", "market", "stone"]
+    return [f"Row {i} is a plain sentence about the {topics[i % 3]} number {i}." for i in range(n)]
 
 
 def test_a_tsv_is_read_without_quoting_so_every_line_is_one_row(here):
@@ -452,8 +453,8 @@ def test_a_parquet_column_that_is_not_text_stops_naming_the_file_and_the_type(he
 
 
 def cp1252_lines() -> list[str]:
-    return [f"Line {i}: a caf\u00e9 na\u00efve \u2018quote\u2019 \u20ac{i}" if i % 3 == 0 else f"Line {i} is plain ASCII text."
-            for i in range(300)]
+    return [f"Line {i}: a caf\u00e9 na\u00efve \u2018quote\u2019 \u20ac{i}" if i % 3 == 0
+            else f"Line {i} is plain ASCII text." for i in range(300)]
 
 
 def test_a_windows_1252_file_is_read_by_detection_with_the_fallback_counted(here):
@@ -467,7 +468,8 @@ def test_a_windows_1252_file_is_read_by_detection_with_the_fallback_counted(here
     assert len(table) == 200 and report["dropped"] == {"not utf-8": 100}
     assert report["examples"]["not utf-8"][:2] == ["windows.txt:1 (byte 13)", "windows.txt:4 (byte 13)"]
     # another fallback named: UTF-8 lines stay UTF-8, the others are read in it
-    (here / "cyrillic.txt").write_bytes("Привет мир, как дела?\n".encode("cp1251") + "Ещё одна строка.\n".encode())
+    cyrillic = "Привет мир, как дела?\n".encode("cp1251") + "Ещё одна строка.\n".encode()  # line 2 is UTF-8
+    (here / "cyrillic.txt").write_bytes(cyrillic)
     table, report = prepare_sentences({"path": "cyrillic.txt", "encoding": "cp1251"})
     assert table["sentence"].tolist() == ["Привет мир, как дела?", "Ещё одна строка."]
     assert report["variants"] == {"decoded as cp1251 (not utf-8)": 1}
@@ -497,8 +499,25 @@ def test_a_float_label_column_matches_an_integer_keep_label(here):
 
 def test_pairs_filtered_to_nothing_carry_their_report(here):
     (here / "pairs.csv").write_text("sentence1,sentence2,label\na b,c d,1\ne f,g h,2\n")
-    with pytest.raises(EmptyInputError, match=r"pairs.csv \(own pairs\): nothing is left of the 2 rows read: "
-                                              r"1 label '1' not kept \(e.g. pairs.csv:2\); 1 label '2' not kept") as error:
+    expected = r"pairs.csv \(own pairs\): nothing is left of the 2 rows read: 1 label '1' not kept \(e.g. pairs.csv:2\)"
+    with pytest.raises(EmptyInputError, match=expected + r"; 1 label '2' not kept") as error:
         prepare_pairs({"path": "pairs.csv", "label": "label", "keep_label": 0})
     carried = error.value.data_reports["mine.pairs"]
     assert carried["rows_in"] == 2 and carried["rows_dropped"] == 2 and "nothing is left" in carried["stopped"]
+
+
+def test_documents_of_which_nothing_is_usable_stop_naming_the_file(here):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (here / "docs").mkdir()
+    (here / "docs" / "packed.txt").write_bytes(gzip.compress(long_text(3000, 1).encode()))
+    with pytest.raises(own_data.NotTextError, match=r"docs/packed.txt: not a text file"):
+        prepare_documents("docs")
+    pq.write_table(pa.table({"text": [1, 2]}), here / "docs.parquet")
+    with pytest.raises(EmptyInputError, match=r"docs.parquet \(own documents\): nothing is left of the 2 rows read: "
+                                              r"2 text: not text \(int\)") as error:
+        prepare_documents({"path": "docs.parquet"})
+    assert error.value.data_reports["mine.documents"]["source"] == "docs.parquet"

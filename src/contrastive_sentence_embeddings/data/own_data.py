@@ -87,7 +87,7 @@ FALLBACK_ENCODING = "cp1252"
 NOT_TEXT_SHARE = 0.5
 # Characters that text does not hold but binary data decoded as text does: C0 controls
 # other than tab, line feed, vertical tab, form feed and carriage return; DEL; C1 controls.
-CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 PARQUET_BATCH_ROWS = 1024
 
 Record = tuple[str, tuple]  # (location, the requested columns' values)
@@ -587,7 +587,7 @@ def label_key(value: Any) -> str:
         number = float(text)
     except ValueError:
         return text
-    if isinstance(value, bool) or not math.isfinite(number):
+    if not math.isfinite(number):
         return text
     return str(int(number)) if number.is_integer() else repr(number)
 
@@ -599,7 +599,8 @@ def own_pairs(records: Iterable[Record], columns: Sequence[str], report: StepRep
     column when ``min_score`` is set, then the label column when ``kept_labels`` is.
     Missing or blank text and missing or non-numeric scores are bad input; pairs scored
     ``<= min_score`` or labelled otherwise (labels compared by value:
-    :func:`label_key`) are dropped and counted, and so are duplicates ((a, b) and (b, a) are one pair). The records are streamed into a
+    :func:`label_key`) are dropped and counted, and so are duplicates ((a, b) and
+    (b, a) are one pair). The records are streamed into a
     ``pyarrow.Table`` with ``PAIR_COLUMNS`` (``score`` NaN without a score column;
     ``split`` is ``own``)."""
     first, second = columns[0], columns[1]

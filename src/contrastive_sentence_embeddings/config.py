@@ -493,12 +493,26 @@ def is_dataset_name(value) -> bool:
     return isinstance(value, str) and bool(_DATASET_NAME.match(value))
 
 
+def _reads_lines(encoding) -> bool:
+    """Whether ``encoding`` is a codec a file can be read in line by line: one that
+    reads ASCII text, line breaks included, as ASCII (not UTF-16)."""
+    try:
+        return b"a\n".decode(encoding) == "a\n"
+    except (LookupError, TypeError, UnicodeDecodeError):
+        return False
+
+
 @dataclass(frozen=True)
 class _Source:
     """Where a source's records come from: a local ``path`` or a Hub data set ``hub``
     (with ``subset``, its configuration name, and ``split``), never both. ``format``
     is inferred from the path's extension when null. ``max_rows`` reads the first rows
-    only (a huge Hub data set is streamed, so the rest is never downloaded)."""
+    only (a huge Hub data set is streamed, so the rest is never downloaded).
+    ``encoding``: a line of a text, CSV, TSV or JSONL file that is not UTF-8 is decoded
+    in it, counted (null: Windows-1252; ``utf-8``: no fallback, such a line is bad
+    input). ``quoting`` of a CSV or TSV file: ``rfc4180`` (quoted fields, which may span
+    lines) or ``none`` (a quote is text); null: ``rfc4180`` for CSV, ``none`` for TSV
+    (``data.own_data``)."""
 
     path: str | None = None
     hub: str | None = None
@@ -506,6 +520,8 @@ class _Source:
     split: str = "train"
     format: str | None = None
     max_rows: int | None = field(default=None, metadata=integer(1, null=True))
+    encoding: str | None = None
+    quoting: str | None = None
 
     FORMATS = SOURCE_FORMATS
 
@@ -518,6 +534,13 @@ class _Source:
             raise ValueError(f"format must be one of {', '.join(self.FORMATS)}, got {self.format!r}")
         if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < 1):
             raise ValueError(f"max_rows must be a positive integer or null, got {self.max_rows!r}")
+        if self.hub is not None and (self.encoding is not None or self.quoting is not None):
+            raise ValueError("encoding and quoting are for local files; a Hub data set is read as the Hub serves it")
+        if self.encoding is not None and not _reads_lines(self.encoding):
+            raise ValueError(f"encoding must name a Python codec that keeps ASCII line breaks (utf-8, cp1252, "
+                             f"latin-1, ...), got {self.encoding!r}")
+        if self.quoting not in (None, "none", "rfc4180"):
+            raise ValueError(f"quoting must be rfc4180, none or null, got {self.quoting!r}")
 
     @property
     def origin(self) -> str:

@@ -344,3 +344,30 @@ class RunLockHook:
         if self._locks is not None:
             self._locks.release()
             self._locks = None
+
+
+class StoppedStepReportHook:
+    """Writes the data report of a data step that stopped because nothing of its input
+    could be used (a file that is not text, every row bad or filtered out): the node
+    returns nothing then, yet its report is what says why. The error carries the counts
+    (``data.report.carry_report``); this saves them through the catalog as the node's
+    ``report_<step>`` output (atomically, as any report) and names the file in the
+    error, so the message points at the counts."""
+
+    @hook_impl
+    def on_node_error(self, error: Exception, node, catalog) -> None:
+        for step, counts in (getattr(error, "data_reports", None) or {}).items():
+            name = f"report_{step}"
+            if name not in node.outputs:
+                continue
+            try:
+                catalog.save(name, {step: counts})
+            except Exception as failure:  # noqa: BLE001 - the node's own error is the one to report
+                logger.warning("%s: could not write the data report %s of the stopped step (%s)", node.name, name,
+                               failure)
+                continue
+            filepath = getattr(catalog.get(name), "_filepath", None)
+            written = project_relative(Path(str(filepath))) if filepath is not None else name
+            logger.error("%s stopped; its data report, with the counts of why, is written to %s", node.name, written)
+            if error.args and isinstance(error.args[0], str):
+                error.args = (f"{error.args[0]} (the counts: {written})", *error.args[1:])

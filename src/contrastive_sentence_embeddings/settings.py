@@ -13,6 +13,7 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # A change of seeds or parameters leaves no model of the old setting at a loadable path.
 # Before any node runs, the data sets the run writes and reads are locked: a second run
 # in the same checkout that needs them stops at once, naming the run that holds them.
+# A data step that stops because nothing of its input is usable still writes its report.
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     GraphParametersHook,
     LeaderboardOrderingHook,
@@ -21,13 +22,14 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     SingleProcessRunHook,
     StaleLeaderboardHook,
     StaleModelsHook,
+    StoppedStepReportHook,
     StrictParametersHook,
 )
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check.
 HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook(),
-         LeaderboardOrderingHook(), StaleLeaderboardHook(), RunLockHook())
+         LeaderboardOrderingHook(), StaleLeaderboardHook(), StoppedStepReportHook(), RunLockHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

@@ -148,6 +148,6 @@ def test_a_utf8_file_with_a_bad_byte_still_drops_that_line_only(write_file):
     raw = write_file("s.txt", b"good line\nbad \xff line\n")
     report = StepReport("t")
     assert [line for _, line in raw.iter_lines(report)] == ["good line"]
-    assert report.dropped == {"not utf-8 (byte 4)": 1}
+    assert report.dropped == {"not utf-8": 1} and report.examples["not utf-8"] == [f"{raw.label}:2 (byte 4)"]
     with pytest.raises(BadInputError, match=r"s\.txt:2: not utf-8"):
         list(raw.iter_lines(StepReport("t"), on_bad_input="error"))

@@ -303,11 +303,13 @@ def remove_left_behind(project: str | Path | None = None, temporary: str | Path 
 
 
 # --- worker processes die with their parent ---------------------------------------------
-def die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int, started_by_main_thread: bool = True) -> None:
     """End this process (SIGKILL) when ``parent_pid``, its parent, ends: Linux's
-    ``PR_SET_PDEATHSIG``, or else a daemon thread that watches the parent's pid.
-    A parent that has already gone ends it at once."""
-    if not _request_parent_death_signal():
+    ``PR_SET_PDEATHSIG``, or else a daemon thread that watches the parent's pid. The
+    signal comes when the parent's thread that started this process ends, so a process
+    another thread started is watched instead. A parent that has already gone ends it
+    at once."""
+    if not (started_by_main_thread and _request_parent_death_signal()):
         _watch_parent(parent_pid)
     if os.getppid() != parent_pid:  # it ended before the request took effect
         os._exit(128 + signal.SIGKILL)
@@ -342,18 +344,20 @@ def _watch_parent(parent_pid: int, interval: float = 1.0) -> None:
 
 _children_die_with_parent = False
 _forking_pid: int | None = None
+_forking_in_main_thread = True
 
 
 def _before_fork() -> None:
-    global _forking_pid
+    global _forking_pid, _forking_in_main_thread
     _forking_pid = os.getpid()
+    _forking_in_main_thread = threading.current_thread() is threading.main_thread()
 
 
 def _after_fork_in_child() -> None:
     if _children_die_with_parent and _forking_pid is not None:
         # the parent's SIGTERM handler is for the parent's run; a worker ends as usual
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        die_with_parent(_forking_pid)
+        die_with_parent(_forking_pid, _forking_in_main_thread)
 
 
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
@@ -485,5 +489,5 @@ def explained_no_space(path: Path, remedy: str) -> Iterator[None]:
 
 def remedy_for_temporary_files() -> str:
     return ("Free space there, or point TMPDIR at a folder on a larger disk (`TMPDIR=/big/tmp kedro run ...`); "
-            "data preparation's scratch needs about 4.5 bytes per token of the long documents kept "
-            "(docs/data_scale.md, 'Scratch space').")
+            "data preparation's scratch needs about 4 bytes per token of the long documents kept "
+            "(8 GB at paper scale; docs/data_scale.md, 'Scratch space').")

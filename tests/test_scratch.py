@@ -215,3 +215,25 @@ def test_a_full_temporary_area_during_data_preparation_names_the_folder_and_tmpd
     assert message.startswith(f"No space left on device while writing {tmp_path / 'cse-long_documents-'}")
     assert "free of" in message and "TMPDIR" in message
     assert list(tmp_path.iterdir()) == []  # the working folder went with the error
+
+
+def test_a_full_disk_during_a_model_save_names_the_folder_and_keeps_the_previous_model(tiny_bert, tokenizer,
+                                                                                       tmp_path, monkeypatch):
+    import transformers.modeling_utils
+
+    from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
+
+    model = tmp_path / "models" / "simcse"
+    save_sentence_encoder(model, tiny_bert, tokenizer, "mean", {"run": "before"})
+    before = sorted(path.name for path in model.iterdir())
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # what the OS says, with no path
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_disk)  # save_pretrained's writer
+    with pytest.raises(scratch.NoSpaceLeftError) as raised:
+        save_sentence_encoder(model, tiny_bert, tokenizer, "mean", {"run": "after"})
+    assert str(raised.value).startswith(f"No space left on device while writing {model.parent / '.simcse.saving-'}")
+    assert "data/06_models" in str(raised.value)
+    assert sorted(path.name for path in model.iterdir()) == before
+    assert [path.name for path in model.parent.iterdir()] == ["simcse"]  # the half-written copy is gone

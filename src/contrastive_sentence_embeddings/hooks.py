@@ -276,7 +276,7 @@ class ScratchHook:
     def after_pipeline_run(self) -> None:
         self._stop()
 
-    @hook_impl
+    @hook_impl(trylast=True)  # after every other hook's own handling of the error
     def on_pipeline_error(self) -> None:
         guard = self._guard
         self._stop()

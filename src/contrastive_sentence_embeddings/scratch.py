@@ -240,11 +240,17 @@ def human_size(size: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+def _removed(path: Path) -> bool:
+    """Remove ``path``; a failure is logged (the run goes on) and gives False."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as error:
+        logger.warning("Could not remove %s, left by an earlier run: %s", path, error)
+        return False
+    return True
 
 
 def hidden_siblings(data_folder: Path, depth: int = SIBLING_SEARCH_DEPTH) -> Iterator[tuple[Path, re.Match]]:
@@ -280,7 +286,8 @@ def remove_left_behind(project: str | Path | None = None, temporary: str | Path 
         if owner_running(record["pid"], record.get("host_key", ""), record.get("process_started")) is not False:
             continue
         size = tree_size(folder)
-        _remove(folder)
+        if not _removed(folder):
+            continue
         logger.warning("Removed %s (%s): scratch of process %d (started %s), a run of this project that ended "
                        "without removing it", folder, human_size(size), record["pid"], record.get("created", "?"))
         handled.append(folder)
@@ -290,12 +297,17 @@ def remove_left_behind(project: str | Path | None = None, temporary: str | Path 
             continue
         target = path.with_name(match["target"])
         if match["role"] == "old" and not target.exists():
-            os.replace(path, target)
+            try:
+                os.replace(path, target)
+            except OSError as error:
+                logger.warning("Could not put back %s from %s: %s", target, path.name, error)
+                continue
             logger.warning("Put back %s: the previous version, moved aside to %s by process %d, which ended "
                            "before the new version took its place", target, path.name, pid)
         else:
             size = tree_size(path)
-            _remove(path)
+            if not _removed(path):
+                continue
             logger.warning("Removed %s (%s): left by process %d, which ended while writing %s", path,
                            human_size(size), pid, target.name)
         handled.append(path)
@@ -384,7 +396,11 @@ class RunGuard:
         _children_die_with_parent = True
         if threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGTERM, self._terminate)
-        folder = process_folder()
+        try:
+            folder = process_folder()
+        except OSError as error:  # a temporary area that cannot be written is the steps' to report
+            logger.warning("Could not make this run's scratch folder in %s: %s", tempfile.gettempdir(), error)
+            return
         if len(os.fsencode(folder)) <= MAX_SOCKET_FOLDER_BYTES:
             self._temporary = temporary_files_in(folder)
             self._temporary.__enter__()

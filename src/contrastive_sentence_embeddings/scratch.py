@@ -22,7 +22,7 @@ While a Kedro run goes on (:class:`RunGuard`):
   ``finally`` and ``except BaseException`` block removes its scratch and its workers;
 - the temporary files libraries make for their workers (``multiprocess``' ``pymp-*``,
   torch's ``pytorch-errorfile-*``, ``cse-*`` folders) go into a marked folder of this
-  process (:func:`process_folder`), removed when the process exits.
+  process (``cse-run-*``, :func:`process_folder`), removed when the process exits.
 
 A full disk: :func:`explained_no_space` turns ``[Errno 28]`` and torch's ``file write
 failed`` into one error naming the path, the free space and the fix.

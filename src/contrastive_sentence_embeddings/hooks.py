@@ -26,6 +26,7 @@ from contrastive_sentence_embeddings.config_loader import OVERLAY_FILE, Paramete
 from contrastive_sentence_embeddings.launch_guard import launched_processes, refuse_launcher_processes
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.project_paths import project_relative
+from contrastive_sentence_embeddings.scratch import RunGuard, remove_left_behind, set_project
 
 logger = logging.getLogger(__name__)
 
@@ -371,3 +372,38 @@ class StoppedStepReportHook:
             logger.error("%s stopped; its data report, with the counts of why, is written to %s", node.name, written)
             if error.args and isinstance(error.args[0], str):
                 error.args = (f"{error.args[0]} (the counts: {written})", *error.args[1:])
+
+
+class ScratchHook:
+    """A run starts by removing what earlier runs of the project left when they were
+    killed (``scratch.remove_left_behind``: marked scratch folders in the temporary area,
+    hidden siblings of atomic writes under ``data/``, only those whose owner process has
+    ended; one log line each). While it runs, the workers it forks die with it, SIGTERM
+    stops it as Ctrl-C does, and other libraries' temporary files go into its marked
+    folder (``scratch.RunGuard``)."""
+
+    def __init__(self) -> None:
+        self._guard: RunGuard | None = None
+
+    @hook_impl
+    def before_pipeline_run(self, run_params) -> None:
+        set_project(run_params.get("project_path") or Path.cwd())
+        remove_left_behind()
+        self._guard = RunGuard()
+        self._guard.start()
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._stop()
+
+    @hook_impl(trylast=True)  # after every other hook's own handling of the error
+    def on_pipeline_error(self) -> None:
+        guard = self._guard
+        self._stop()
+        if guard is not None:
+            guard.exit_if_terminated()
+
+    def _stop(self) -> None:
+        if self._guard is not None:
+            self._guard.stop()
+            self._guard = None

@@ -88,9 +88,12 @@ import torch
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length, read_model_metadata
 from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.scratch import explained_no_space
 
 logger = logging.getLogger(__name__)
 
+# What to do when a model does not fit on its disk (scratch.explained_no_space).
+MODEL_SPACE_REMEDY = "Free space on that disk, or move the project's data/06_models to a larger one."
 # Files whose presence marks a folder as a saved model that a new save may replace.
 _MODEL_MARKERS = (METADATA_FILE, "config.json", "modules.json")
 # The sentence-transformers files a save writes beside the Hugging Face model, and the
@@ -151,17 +154,18 @@ def save_sentence_encoder(
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = output_dir.parent / f".{output_dir.name}.saving-{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
     try:
-        model.save_pretrained(staging)
-        if not any(staging.glob("model*.safetensors")):
-            raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
-        tokenizer.save_pretrained(staging)
-        _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
-        # What this save wrote (the folder's entries): all a stale model's removal may delete.
-        metadata_text = json.dumps({**json.loads(metadata_text), "files": sorted(
-            [entry.name for entry in staging.iterdir()] + [METADATA_FILE])}, indent=2, ensure_ascii=False) + "\n"
-        (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
+        with explained_no_space(staging, MODEL_SPACE_REMEDY):
+            staging.mkdir()
+            model.save_pretrained(staging)
+            if not any(staging.glob("model*.safetensors")):
+                raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
+            tokenizer.save_pretrained(staging)
+            _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
+            # What this save wrote (the folder's entries): all a stale model's removal may delete.
+            metadata_text = json.dumps({**json.loads(metadata_text), "files": sorted(
+                [entry.name for entry in staging.iterdir()] + [METADATA_FILE])}, indent=2, ensure_ascii=False) + "\n"
+            (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
         _move_into_place(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

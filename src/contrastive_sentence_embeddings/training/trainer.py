@@ -63,6 +63,7 @@ from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
+from contrastive_sentence_embeddings.scratch import explained_no_space
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,9 @@ _STAGING_PREFIX = ".staging-step-"
 _CLAIMED: dict[Path, HeldLocks] = {}
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
+# What to do when a checkpoint does not fit on its disk (scratch.explained_no_space).
+CHECKPOINT_SPACE_REMEDY = ("Free space there, or set the method's training.checkpoint_dir to a folder on a larger "
+                           "disk (null: no checkpoints, and no resume).")
 
 
 @dataclass
@@ -646,6 +650,10 @@ def train(
         # weights, optimiser and schedule are the same on every process) and every
         # process's RNG state, gathered to it, in the files accelerate's load_state reads.
         rng_states = _gather_rng_states(accelerator)
+        with explained_no_space(staging, CHECKPOINT_SPACE_REMEDY):
+            _write_checkpoint(staging, rng_states)
+
+    def _write_checkpoint(staging: Path, rng_states: list) -> None:
         if accelerator.is_main_process:
             # DeCLUTR's masked-LM decoder shares its weight with the word embeddings (and
             # its bias with the head's): safetensors stores one tensor per storage, so

@@ -153,7 +153,7 @@ def test_undecodable_line_is_counted_with_its_location(write_file, partitions):
     assert sum(report.dropped.values()) == 1
     (reason,) = report.dropped
     assert reason.startswith("not utf-8")
-    assert report.examples[reason] == [f"{files['MR/rt-polarity.pos'].label}:2"]
+    assert report.examples[reason] == [f"{files['MR/rt-polarity.pos'].label}:2 (byte 0)"]  # the offset of the first bad byte within the line
     assert report.rows_in == 4 and report.rows_out == 3
     with pytest.raises(BadInputError, match=r"rt-polarity\.pos:2"):
         transfer.read_transfer_tasks(partitions(files), StepReport("t"), tasks=("MR",), on_bad_input="error")

@@ -104,6 +104,9 @@ def test_a_worker_that_logs_nothing_leaves_nothing_to_replay(tmp_path, caplog):
 def test_the_worker_side_levels(tmp_path, rank, level):
     root = logging.getLogger()
     handlers, previous = list(root.handlers), root.level
+    package = logging.getLogger("contrastive_sentence_embeddings")
+    package_level = package.level
+    package.setLevel(logging.INFO)  # as the project's logging.yml does, when a worker loads it
     try:
         path = worker_logs.log_to_folder(tmp_path, rank)
         assert root.level == level and path == tmp_path / worker_logs.LOG_FOLDER / f"rank{rank}.jsonl"
@@ -116,3 +119,4 @@ def test_the_worker_side_levels(tmp_path, rank, level):
                 root.removeHandler(handler)
                 handler.close()
         root.setLevel(previous)
+        package.setLevel(package_level)

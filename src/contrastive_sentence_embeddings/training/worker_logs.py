@@ -80,9 +80,14 @@ def log_to_folder(folder: str | Path, rank: int) -> Path:
     """A worker's logging (in a spawned process, which has none): every record of rank
     0 from INFO, of the other ranks from WARNING, to :func:`log_file`; returns it."""
     path = log_file(folder, rank)
+    level = logging.INFO if rank == 0 else logging.WARNING
     root = logging.getLogger()
-    root.setLevel(logging.INFO if rank == 0 else logging.WARNING)
-    root.addHandler(JsonLinesHandler(path))
+    root.setLevel(level)
+    handler = JsonLinesHandler(path)
+    # The handler filters too: a logger given its own level (the project's
+    # logging.yml sets the package to INFO) would otherwise pass INFO past the root.
+    handler.setLevel(level)
+    root.addHandler(handler)
     return path
 
 

@@ -11,7 +11,9 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # The leaderboard node waits for every metrics data set of the graph; those a run does
 # not write get a placeholder. A run that writes metrics without it says so at its end.
 # A change of seeds or parameters leaves no model of the old setting at a loadable path.
+# A new model whose run still has the previous model's scores says so when it is saved.
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
+    EarlierScoresHook,
     GraphParametersHook,
     LeaderboardOrderingHook,
     SeedRunsHook,
@@ -24,7 +26,7 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check.
 HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook(),
-         LeaderboardOrderingHook(), StaleLeaderboardHook())
+         LeaderboardOrderingHook(), StaleLeaderboardHook(), EarlierScoresHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

@@ -296,11 +296,11 @@ class EarlierScoresHook:
         self._outdated.update({name: (path, run) for name, path in outdated.items()})
         rewritten = all(name in self._writes for name in outdated)
         logger.log(logging.INFO if rewritten else logging.WARNING,
-                   "%s now holds a newly trained model: %s still hold the scores of the model it replaced, "
-                   "%s; the leaderboard marks them stale (scores of an earlier model)",
+                   "%s now holds a newly trained model: %s still hold the scores of the model it replaced (the "
+                   "leaderboard marks them stale: scores of an earlier model); %s",
                    project_relative(folder), ", ".join(outdated.values()),
-                   "until this run's evaluation rewrites them" if rewritten
-                   else f"until {_scoring_commands(run, outdated)} rewrites them")
+                   "this run's evaluation rewrites them next" if rewritten
+                   else f"run {_scoring_commands(run, outdated)} to score the new model")
 
     @hook_impl
     def after_pipeline_run(self) -> None:

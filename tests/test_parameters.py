@@ -226,7 +226,7 @@ def test_a_misspelt_key_is_one_line_naming_where_and_the_closest_key(tmp_path, m
         ({"data_processing": {"declutr_spans": {"num_anchor": 3}}},
          "unknown parameter data_processing.declutr_spans.num_anchor (set in --params): did you mean num_anchors?"),
         ({"simcse": {"training": {"num_processes": 0}}},
-         "simcse.training.num_processes must be a positive integer or 'auto', got 0 (set in --params)"),
+         "simcse.training.num_processes = 0 (set in --params): must be an integer >= 1 or 'auto'"),
     ],
 )
 def test_python_callers_get_a_parameter_error_with_the_same_message(tmp_path, mirror_dir, overrides, line):
@@ -327,3 +327,199 @@ def test_a_list_of_seeds_through_params_trains_one_run_per_seed(tmp_path, mirror
         assert metadata["training"]["epochs"] == 2 and metadata["training"]["batch_size"] == 64
     summary = json.loads((tmp_path / "data/08_reporting/metrics/clsr_stsb.json").read_text())
     assert summary["model"]["seeds"] == [1, 2]
+
+
+# --- every value of the right type and range, before any node --------------------------------
+def parsed_dataclasses() -> list[type]:
+    """Every dataclass a parameter block is parsed into: this project's (config.py) and
+    the library's that the blocks feed (training, evaluation, every method, STS on the Hub)."""
+    import dataclasses
+
+    from contrastive_sentence_embeddings import config
+    from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions
+    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
+    from contrastive_sentence_embeddings.training.methods import METHODS
+    from contrastive_sentence_embeddings.training.trainer import TrainingConfig
+
+    own = [value for value in vars(config).values() if isinstance(value, type) and dataclasses.is_dataclass(value)
+           and value.__module__ == config.__name__ and value not in (config.Allowed, config.Labels)]
+    return [*own, TrainingConfig, EvaluationSettings, StsHubOptions, *METHODS.values()]
+
+
+def test_every_numeric_or_true_false_setting_declares_its_values():
+    """A setting typed int, float or bool (alone, in a union or a list) has a declared
+    range; its default is in it and a mapping (or a word, for a number) is not. No declaration names a field that
+    does not exist."""
+    import dataclasses
+
+    from contrastive_sentence_embeddings.config import Allowed, library_ranges, ranges_of
+
+    classes = parsed_dataclasses()
+    assert len(classes) >= 20, classes
+    checked = 0
+    for cls in classes:
+        declared = ranges_of(cls)
+        for item in dataclasses.fields(cls):
+            if re.search(r"\b(int|float|bool)\b", str(item.type)):
+                assert item.name in declared, f"{cls.__name__}.{item.name} ({item.type}) declares no range"
+            if item.name in declared:
+                default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
+                if default is not dataclasses.MISSING:
+                    assert declared[item.name].problem(default) is None, (cls.__name__, item.name, default)
+                assert declared[item.name].problem({"forty": 40}) is not None, (cls.__name__, item.name)
+                if isinstance(declared[item.name], Allowed):  # keep_label's labels may be words
+                    assert declared[item.name].problem("forty") is not None, (cls.__name__, item.name)
+                checked += 1
+    assert checked >= 70, checked
+    for cls, ranges in library_ranges().items():
+        assert set(ranges) <= {f.name for f in dataclasses.fields(cls)}, cls
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("forty", "must be an integer >= 1"), (0, "must be an integer >= 1"), (2.0, "must be an integer >= 1"),
+     (True, "must be an integer >= 1"), (None, "must be an integer >= 1")],
+)
+def test_a_value_of_the_wrong_type_or_range_is_named_with_what_it_must_be(value, problem):
+    from contrastive_sentence_embeddings.config import ParameterValueError
+
+    params = with_shared_values(project_parameters(PROJECT_ROOT))
+    params["simcse"]["training"]["batch_size"] = value
+    with pytest.raises(ParameterValueError) as error:
+        validate_parameters(params)
+    assert (error.value.key, error.value.problem) == ("simcse.training.batch_size", problem)
+    assert explain_parameter_error(error.value, ["--params"]) == (
+        f"simcse.training.batch_size = {value!r} (set in --params): {problem}".replace("None", "null")
+        .replace("True", "true"))
+
+
+def test_every_numeric_value_of_the_shipped_parameters_is_checked_where_it_is_given():
+    """Each int, float or true/false leaf of the shipped parameters (conf/base and
+    conf/paper), replaced by a word, stops ``validate_parameters`` with an error naming
+    that leaf: no block is parsed without its values checked."""
+    from contrastive_sentence_embeddings.config import ParameterValueError, flatten
+
+    for env in (None, "paper"):
+        params = project_parameters(PROJECT_ROOT, env=env)
+        leaves = [key for key, value in flatten(params).items() if isinstance(value, (int, float))]
+        assert len(leaves) >= 60, leaves
+        for key in leaves:
+            broken = json.loads(json.dumps(params))
+            *parents, leaf = key.split(".")
+            node = broken
+            for part in parents:
+                node = node[part]
+            node[leaf] = "forty"
+            with pytest.raises(ParameterValueError) as error:
+                validate_parameters(broken)
+            assert error.value.key == key, (env, key, str(error.value))
+
+
+@pytest.mark.parametrize(
+    ("source", "key"),
+    [({"path": "my.txt", "min_words": 0}, "min_words"), ({"path": "my.txt", "max_chars": "many"}, "max_chars"),
+     ({"path": "my.txt", "max_rows": -1}, "max_rows")],
+)
+def test_own_data_values_are_checked_too(source, key):
+    from contrastive_sentence_embeddings.config import ParameterValueError
+
+    params = project_parameters(PROJECT_ROOT, runtime_params={"simcse": {"data": {"sentences": source}}})
+    with pytest.raises(ParameterValueError) as error:
+        validate_parameters(params)
+    assert error.value.key == f"simcse.data.sentences.{key}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        ({"simcse": {"training": {"batch_size": 0}}},
+         "simcse.training.batch_size = 0 (set in --params): must be an integer >= 1"),
+        ({"simcse": {"training": {"max_steps": -5}}},
+         "simcse.training.max_steps = -5 (set in --params): must be an integer >= 1 or null"),
+        ({"seed": "forty"}, "seed = 'forty' (set in --params): must be an integer in [0, 4294967295]"),
+        ({"scd": {"training": {"learning_rate": -0.1}}},
+         "scd.training.learning_rate = -0.1 (set in --params): must be a number > 0"),
+        ({"declutr": {"method": {"mlm_probability": 1.5}}},
+         "declutr.method.mlm_probability = 1.5 (set in --params): must be a number in (0, 1)"),
+        ({"evaluation": {"k_folds": 1}}, "evaluation.k_folds = 1 (set in --params): must be an integer >= 2"),
+        ({"simcse": {"evaluation": {"batch_size": 0}}},
+         "simcse.evaluation.batch_size = 0 (set in --params): must be an integer >= 1"),
+        ({"data_processing": {"wiki_sentences": {"n_sentences": 0}}},
+         "data_processing.wiki_sentences.n_sentences = 0 (set in --params): must be an integer >= 1 or null"),
+        ({"data_processing": {"declutr_spans": {"min_length": "long"}}},
+         "data_processing.declutr_spans.min_length = 'long' (set in --params): must be an integer >= 1"),
+        ({"leaderboard": {"alpha": 0}}, "leaderboard.alpha = 0 (set in --params): must be a number in (0, 1)"),
+        ({"clsr_stsb": {"max_examples": 0}},
+         "clsr_stsb.max_examples = 0 (set in --params): must be an integer >= 1 or null"),
+    ],
+)
+def test_an_out_of_range_value_stops_the_session_before_any_node(tmp_path, mirror_dir, overrides, line):
+    project = ScratchProject(tmp_path, mirror_dir)
+    try:
+        with pytest.raises(ParameterCommandError) as error:
+            project.run(["raw_data"], params=overrides)
+    finally:
+        project.close()
+    assert str(error.value) == line
+    assert not (tmp_path / "data" / "01_raw").exists()  # nothing ran
+
+
+def test_a_bad_value_is_attributed_to_where_it_was_set(tmp_path, mirror_dir):
+    """Through the real command line: ``--params`` when it gave the value; the conf
+    file when it did, even when ``--params`` sets another key of the same block."""
+    scratch = ScratchProject(tmp_path, mirror_dir)
+    scratch.close()
+    result = kedro(tmp_path, mirror_dir, "run", "--pipelines=raw_data", "--params", "simcse.training.batch_size=0")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "Error: simcse.training.batch_size = 0 (set in --params): must be an integer >= 1"]
+    assert not (tmp_path / "data" / "01_raw").exists()
+
+    (tmp_path / "conf/local/parameters.yml").write_text("simcse:\n  training:\n    max_steps: -5\n")
+    result = kedro(tmp_path, mirror_dir, "run", "--pipelines=raw_data", "--params", "simcse.training.batch_size=8")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        "Error: simcse.training.max_steps = -5 (set in conf/local/parameters.yml): must be an integer >= 1 or null"]
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- a data set name the run cannot read ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("wiki_sentence", "simcse.data.sentences = 'wiki_sentence' (set in --params): taken as a catalog data set "
+                          "name (a value without '.' or '/' is one), but the catalog has no data set "
+                          "'wiki_sentence': did you mean wiki_sentences? To read a file of your own, give its path "
+                          "with an extension (.txt, .csv, .tsv, .parquet, .jsonl), or its format: "
+                          "simcse.data.sentences.path=wiki_sentence,simcse.data.sentences.format=txt"),
+        ("corpus", "simcse.data.sentences = 'corpus' (set in --params): taken as a catalog data set name (a value "
+                   "without '.' or '/' is one), but the catalog has no data set 'corpus'. There is a file 'corpus' in "
+                   "the project: to read it, give its path with an extension (.txt, .csv, .tsv, .parquet, .jsonl), "
+                   "or its format: simcse.data.sentences.path=corpus,simcse.data.sentences.format=txt"),
+    ],
+)
+def test_a_data_set_name_not_in_the_catalog_is_named_before_any_node(tmp_path, mirror_dir, value, expected):
+    project = ScratchProject(tmp_path, mirror_dir)
+    (tmp_path / "corpus").write_text("a sentence of my own\n")
+    try:
+        with pytest.raises(ParameterCommandError) as error:
+            project.run(["simcse"], params={"simcse": {"data": {"sentences": value}}})
+    finally:
+        project.close()
+    assert str(error.value).startswith(expected), str(error.value)
+    assert len(str(error.value).splitlines()) == 1
+    assert not (tmp_path / "data" / "01_raw").exists()  # nothing ran
+
+
+def test_params_yaml_is_named_where_it_gives_a_value_not_where_it_lists_a_null(tmp_path):
+    from contrastive_sentence_embeddings.config import where_set
+
+    conf = [PROJECT_ROOT / "conf" / "base"]
+    key = "simcse.training.max_steps"
+    shipped = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
+    assert value_at(shipped, key) is None  # the shipped overlay lists the key, as null
+    assert where_set(key, {}, shipped, "params.yaml", conf) == [str(PROJECT_ROOT / "conf/base/parameters_simcse.yml")]
+    shipped["simcse"]["training"]["max_steps"] = -5
+    assert where_set(key, {}, shipped, "params.yaml", conf)[0] == "params.yaml"
+    assert where_set(key, {"simcse": {"training": {"max_steps": 3}}}, shipped, "params.yaml", conf)[0] == "--params"
+    assert where_set("simcse.training.lerning_rate", {}, {"simcse": {"training": {"lerning_rate": None}}},
+                     "params.yaml", conf) == ["params.yaml"]  # a key only the overlay names

@@ -26,7 +26,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,194 @@ class ParameterError(ValueError):
         self.accepted = sorted(accepted) if accepted is not None else None
 
 
+class ParameterValueError(ParameterError):
+    """A value of the right key but of the wrong type or out of range: ``key`` is its
+    dotted path, ``value`` what was given, ``problem`` what it must be. The message a
+    user reads puts where it was set between the two (:func:`explain_parameter_error`):
+    ``simcse.training.batch_size = 0 (set in --params): must be an integer >= 1``."""
+
+    def __init__(self, key: str, value, problem: str):
+        super().__init__(f"{key} = {shown_value(value)}: {problem}", key=key)
+        self.value = value
+        self.problem = problem
+
+
+def shown_value(value) -> str:
+    """A parameter value as YAML writes it (``null``, ``true``, ``'forty'``, ``0``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+# --- what a value may be --------------------------------------------------------------------
+# Every numeric or true/false setting declares the values it takes, so that a value of
+# the wrong type or out of range stops the run before any node (the strict check), not
+# hours later as a ZeroDivisionError, a TypeError deep in data preparation, or a run
+# that "succeeds" with nothing learnt (max_steps: -5). The dataclasses of this module
+# declare it on the field (``field(metadata=integer(1))``); the library's own
+# dataclasses in :func:`library_ranges`. tests/test_parameters.py walks every field of
+# every parsed dataclass to prove that none is left unchecked.
+RANGE = "range"
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit unsigned integers
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The values a setting takes: ``kind`` int, float (an integer is a number too) or
+    bool, between ``low`` and ``high`` (inclusive unless ``*_open``), null when
+    ``nullable``, any of ``words`` besides (num_processes' ``auto``), and with
+    ``each`` a list of such values. A bool is never a number (YAML reads ``yes`` as
+    true), nor a float an integer, nor a string either."""
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False
+    words: tuple[str, ...] = ()
+    each: bool = False
+
+    def problem(self, value) -> str | None:
+        """What is wrong with ``value`` ("must be an integer >= 1"), or None."""
+        if (value is None and self.nullable) or (isinstance(value, str) and value in self.words):
+            return None
+        if self.each:
+            if isinstance(value, list) and value and all(self._fits(item) for item in value):
+                return None
+        elif self._fits(value):
+            return None
+        return f"must be {self.describe()}"
+
+    def _fits(self, value) -> bool:
+        if self.kind is bool:
+            return isinstance(value, bool)
+        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else (int, float)):
+            return False
+        if not math.isfinite(value):
+            return False
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+    def describe(self) -> str:
+        if self.kind is bool:
+            text = "true or false"
+        else:
+            text = "an integer" if self.kind is int else "a number"
+            low, high = (None if b is None else _number_text(b) for b in (self.low, self.high))
+            if low is not None and high is not None:
+                text += f" in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+            elif low is not None:
+                text += f" {'>' if self.low_open else '>='} {low}"
+            elif high is not None:
+                text += f" {'<' if self.high_open else '<='} {high}"
+        if self.each:
+            text = f"a non-empty list, each {text}"
+        alternatives = [*(repr(word) for word in self.words), *(["null"] if self.nullable else [])]
+        return " or ".join([text, *alternatives]) if alternatives else text
+
+
+def _number_text(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def integer(low: int | None = None, high: int | None = None, *, null: bool = False, words: tuple[str, ...] = (),
+            each: bool = False) -> dict:
+    """Field metadata: an integer in [low, high] (either end open-ended when None)."""
+    return {RANGE: Allowed(int, low, high, nullable=null, words=words, each=each)}
+
+
+def number(low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False,
+           null: bool = False) -> dict:
+    """Field metadata: a number (an integer is one too) between low and high."""
+    return {RANGE: Allowed(float, low, high, low_open, high_open, nullable=null)}
+
+
+def flag() -> dict:
+    """Field metadata: true or false."""
+    return {RANGE: Allowed(bool)}
+
+
+def random_seed() -> dict:
+    """Field metadata: a random seed (numpy takes 0 .. 2**32 - 1)."""
+    return integer(0, SEED_MAX)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """``keep_label``'s values: a label (text or an integer, as the column holds it), a
+    list of them (``PairSource`` refuses an empty one), or null."""
+
+    def problem(self, value) -> str | None:
+        def is_label(item) -> bool:
+            return isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
+
+        if value is None or is_label(value) or (isinstance(value, list) and all(map(is_label, value))):
+            return None
+        return "must be a label (text or an integer), a list of labels or null"
+
+
+@functools.cache
+def library_ranges() -> dict[type, dict[str, Allowed]]:
+    """The values of the library dataclasses' numeric and true/false settings, by class
+    and field (the library keeps its dataclasses free of the wiring's checks; these
+    are the ranges in which their code works)."""
+    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
+    from contrastive_sentence_embeddings.training import methods
+    from contrastive_sentence_embeddings.training.trainer import TrainingConfig
+
+    def ranges(**fields: dict) -> dict[str, Allowed]:
+        return {name: metadata[RANGE] for name, metadata in fields.items()}
+
+    temperature = number(0, low_open=True)
+    return {
+        TrainingConfig: ranges(
+            learning_rate=number(0, low_open=True), batch_size=integer(1), epochs=integer(1),
+            max_steps=integer(1, null=True), max_length=integer(1), weight_decay=number(0), momentum=number(0, 1),
+            warmup_ratio=number(0, 1), cut_fraction=number(0, 1, low_open=True),  # DeCLUTR's schedule divides by it
+            max_grad_norm=number(0, low_open=True, null=True), seed=random_seed(),
+            eval_every=integer(0),  # 0: only at the start and the end
+            resume=flag(), log_every=integer(1), num_processes=integer(1, words=("auto",))),
+        EvaluationSettings: ranges(
+            sts=flag(), transfer=flag(), alignment=flag(), transfer_seed=random_seed(), k_folds=integer(2),
+            alignment_min_score=number(0, 5), batch_size=integer(1), sts_bootstrap_resamples=integer(0),
+            sts_bootstrap_seed=random_seed(), sts_confidence_level=number(0, 1, low_open=True, high_open=True)),
+        methods.SimCSE: ranges(temperature=temperature, use_mlp=flag()),
+        methods.SCD: ranges(
+            rate_a=number(0, 1, high_open=True), rate_b=number(0, 1, high_open=True),  # dropout rates
+            self_contrast_weight=number(0), decorrelation_weight=number(0), off_diagonal_weight=number(0),
+            projector_widths=integer(1, each=True)),
+        methods.ImSimCSE: ranges(temperature=temperature, m=number(0, 1), dcl_weight=number(0),
+                                 dcl_temperature=temperature),
+        methods.DeCLUTR: ranges(temperature=temperature, mlm=flag(),
+                                mlm_probability=number(0, 1, low_open=True, high_open=True), bucket_tokens=integer(1)),
+        methods.CLSR: ranges(temperature=temperature, hidden_width=integer(1, null=True)),
+    }
+
+
+def ranges_of(cls) -> dict[str, Allowed]:
+    """``cls``'s settings that declare their values, by field name: on the field, or in
+    :func:`library_ranges`."""
+    declared = {f.name: f.metadata[RANGE] for f in dataclasses.fields(cls) if RANGE in f.metadata}
+    return {**library_ranges().get(cls, {}), **declared}
+
+
+def check_values(cls, params: Mapping, where: str) -> None:
+    """Each value ``params`` gives for a setting of dataclass ``cls`` that declares its
+    values (:func:`ranges_of`) is one of them, else a :class:`ParameterValueError` naming
+    the first that is not (keys ``cls`` does not have are left to the key check)."""
+    if not isinstance(params, Mapping):
+        return
+    for name, allowed in ranges_of(cls).items():
+        if name in params:
+            problem = allowed.problem(params[name])
+            if problem:
+                raise ParameterValueError(f"{where}.{name}", params[name], problem)
+
+
 def _check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:
     if not isinstance(params, Mapping):
         raise ParameterError(f"{where}: expected a mapping of parameters, got {type(params).__name__} {params!r}")
@@ -72,6 +262,7 @@ def parse_strict(cls, params: Mapping | None, where: str, required: Iterable[str
     errors from the dataclass's own checks are re-raised with ``where`` in front."""
     params = {} if params is None else params
     _check_keys(cls, params, where, required)
+    check_values(cls, params, where)
     try:
         return cls(**dict(params))
     except ParameterError:
@@ -90,11 +281,11 @@ def _check_on_bad_input(value: str, where: str) -> str:
 @dataclass(frozen=True)
 class WikiSentencesConfig:
     inputs: list = field(default_factory=lambda: ["sentence_per_line"])
-    min_words: int = 5
-    max_words: int = 64
-    drop_unk: bool = True
-    n_sentences: int | None = None
-    seed: int = 42
+    min_words: int = field(default=5, metadata=integer(1))
+    max_words: int = field(default=64, metadata=integer(1))
+    drop_unk: bool = field(default=True, metadata=flag())
+    n_sentences: int | None = field(default=None, metadata=integer(1, null=True))
+    seed: int = field(default=42, metadata=random_seed())
 
 
 @dataclass(frozen=True)
@@ -104,9 +295,9 @@ class LongDocumentsConfig:
     the vocabulary lacks) is dropped and counted; None keeps every document."""
 
     inputs: list = field(default_factory=lambda: ["openwebtext"])
-    min_doc_tokens: int = 2048
-    tokenize_batch_size: int = 64
-    max_unk_fraction: float | None = 0.5
+    min_doc_tokens: int = field(default=2048, metadata=integer(1))
+    tokenize_batch_size: int = field(default=64, metadata=integer(1))
+    max_unk_fraction: float | None = field(default=0.5, metadata=number(0, 1, null=True))
 
     def __post_init__(self) -> None:
         if self.max_unk_fraction is not None and not 0.0 <= self.max_unk_fraction <= 1.0:
@@ -118,14 +309,14 @@ class SpansParams:
     """``data_processing.declutr_spans``: :class:`~.data.spans.SpanConfig` plus the
     sampling seed and the number of epochs of spans."""
 
-    num_anchors: int = 2
-    num_positives: int = 2
-    min_length: int = 32
-    max_length: int = 512
-    anchor_gap: int = 0
+    num_anchors: int = field(default=2, metadata=integer(1))
+    num_positives: int = field(default=2, metadata=integer(1))
+    min_length: int = field(default=32, metadata=integer(1))
+    max_length: int = field(default=512, metadata=integer(1))
+    anchor_gap: int = field(default=0, metadata=integer(0))
     anchor_placement: str = "uniform"   # uniform (any valid position) or reference (the released sampler's cells)
-    epochs: int = 1
-    seed: int = 42
+    epochs: int = field(default=1, metadata=integer(1))
+    seed: int = field(default=42, metadata=random_seed())
 
     REQUIRED = ("num_anchors", "num_positives", "min_length", "max_length", "epochs", "seed")
 
@@ -150,7 +341,7 @@ class SpansParams:
 @dataclass(frozen=True)
 class StsbPairsConfig:
     splits: list = field(default_factory=lambda: ["train"])
-    min_score: float = 4.0
+    min_score: float = field(default=4.0, metadata=number(0, 5))  # STS-B's scores run from 0 to 5
 
 
 @dataclass(frozen=True)
@@ -163,7 +354,7 @@ class DataProcessingConfig:
     on_bad_input: str = "skip"
     # Worker processes of the data preparation (tokenising, filtering, splitting,
     # sampling): None takes the cores this process may use (data.parallel).
-    num_proc: int | None = None
+    num_proc: int | None = field(default=None, metadata=integer(1, null=True))
     wiki_sentences: WikiSentencesConfig = field(default_factory=WikiSentencesConfig)
     long_documents: LongDocumentsConfig = field(default_factory=LongDocumentsConfig)
     declutr_spans: SpansParams = field(default_factory=SpansParams)
@@ -173,21 +364,15 @@ class DataProcessingConfig:
     @classmethod
     def from_params(cls, params: Mapping, where: str = "data_processing") -> "DataProcessingConfig":
         _check_keys(cls, params, where)
+        check_values(cls, params, where)
         nested = {"wiki_sentences": WikiSentencesConfig, "long_documents": LongDocumentsConfig,
                   "declutr_spans": SpansParams, "stsb_pairs": StsbPairsConfig, "nli_pairs": NliPairsConfig}
         values = {key: parse_strict(kind, params.get(key), f"{where}.{key}") for key, kind in nested.items()
                   if key != "declutr_spans"}
         values["declutr_spans"] = SpansParams.from_params(params.get("declutr_spans") or {}, f"{where}.declutr_spans")
         values["on_bad_input"] = _check_on_bad_input(params.get("on_bad_input", "skip"), f"{where}.on_bad_input")
-        num_proc = params.get("num_proc")
-        if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1):
-            raise ParameterError(f"{where}.num_proc must be a positive integer or null (the cores available), "
-                                 f"got {num_proc!r}", key=f"{where}.num_proc")
-        values["num_proc"] = num_proc
-        config = cls(**values)
-        if config.declutr_spans.epochs < 1:
-            raise ParameterError(f"{where}.declutr_spans.epochs must be at least 1", key=f"{where}.declutr_spans.epochs")
-        return config
+        values["num_proc"] = params.get("num_proc")  # null: the cores available
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -268,10 +453,11 @@ class LeaderboardConfig:
     """``leaderboard``: the paired bootstrap tests against the starting encoder
     (resamples, seed, significance level) and an optional equal-budget filter."""
 
-    bootstrap_resamples: int = 1000
-    bootstrap_seed: int = 0
-    alpha: float = 0.05
-    examples_budget: int | None = None   # keep trained rows that saw exactly this many examples
+    bootstrap_resamples: int = field(default=1000, metadata=integer(1))
+    bootstrap_seed: int = field(default=0, metadata=random_seed())
+    alpha: float = field(default=0.05, metadata=number(0, 1, low_open=True, high_open=True))
+    # keep trained rows that saw exactly this many examples
+    examples_budget: int | None = field(default=None, metadata=integer(1, null=True))
 
     def __post_init__(self) -> None:
         if self.bootstrap_resamples < 1 or not 0 < self.alpha < 1:
@@ -283,6 +469,8 @@ def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, w
     from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
 
     merged = {**evaluation, **(overrides or {})}
+    check_values(EvaluationSettings, evaluation, "evaluation")
+    check_values(EvaluationSettings, overrides or {}, where)
     try:
         return EvaluationSettings.from_params(merged)
     except ValueError as error:
@@ -305,19 +493,35 @@ def is_dataset_name(value) -> bool:
     return isinstance(value, str) and bool(_DATASET_NAME.match(value))
 
 
+def _reads_lines(encoding) -> bool:
+    """Whether ``encoding`` is a codec a file can be read in line by line: one that
+    reads ASCII text, line breaks included, as ASCII (not UTF-16)."""
+    try:
+        return b"a\n".decode(encoding) == "a\n"
+    except (LookupError, TypeError, UnicodeDecodeError):
+        return False
+
+
 @dataclass(frozen=True)
 class _Source:
     """Where a source's records come from: a local ``path`` or a Hub data set ``hub``
     (with ``subset``, its configuration name, and ``split``), never both. ``format``
     is inferred from the path's extension when null. ``max_rows`` reads the first rows
-    only (a huge Hub data set is streamed, so the rest is never downloaded)."""
+    only (a huge Hub data set is streamed, so the rest is never downloaded).
+    ``encoding``: a line of a text, CSV, TSV or JSONL file that is not UTF-8 is decoded
+    in it, counted (null: Windows-1252; ``utf-8``: no fallback, such a line is bad
+    input). ``quoting`` of a CSV or TSV file: ``rfc4180`` (quoted fields, which may span
+    lines) or ``none`` (a quote is text); null: ``rfc4180`` for CSV, ``none`` for TSV
+    (``data.own_data``)."""
 
     path: str | None = None
     hub: str | None = None
     subset: str | None = None
     split: str = "train"
     format: str | None = None
-    max_rows: int | None = None
+    max_rows: int | None = field(default=None, metadata=integer(1, null=True))
+    encoding: str | None = None
+    quoting: str | None = None
 
     FORMATS = SOURCE_FORMATS
 
@@ -330,6 +534,13 @@ class _Source:
             raise ValueError(f"format must be one of {', '.join(self.FORMATS)}, got {self.format!r}")
         if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < 1):
             raise ValueError(f"max_rows must be a positive integer or null, got {self.max_rows!r}")
+        if self.hub is not None and (self.encoding is not None or self.quoting is not None):
+            raise ValueError("encoding and quoting are for local files; a Hub data set is read as the Hub serves it")
+        if self.encoding is not None and not _reads_lines(self.encoding):
+            raise ValueError(f"encoding must name a Python codec that keeps ASCII line breaks (utf-8, cp1252, "
+                             f"latin-1, ...), got {self.encoding!r}")
+        if self.quoting not in (None, "none", "rfc4180"):
+            raise ValueError(f"quoting must be rfc4180, none or null, got {self.quoting!r}")
 
     @property
     def origin(self) -> str:
@@ -349,9 +560,9 @@ class SentenceSource(_Source):
     line breaks, a binary blob) is bad input (skipped and counted, or an error)."""
 
     column: str = "text"
-    min_words: int = 1
-    max_words: int = 256
-    max_chars: int = 10_000
+    min_words: int = field(default=1, metadata=integer(1))
+    max_words: int = field(default=256, metadata=integer(1))
+    max_chars: int = field(default=10_000, metadata=integer(1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -370,7 +581,7 @@ class DocumentSource(_Source):
     FORMATS = ("folder", "jsonl", "parquet")
 
     column: str = "text"
-    min_tokens: int | None = None
+    min_tokens: int | None = field(default=None, metadata=integer(1, null=True))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -394,10 +605,10 @@ class PairSource(_Source):
     column1: str = "sentence1"
     column2: str = "sentence2"
     score: str | None = None
-    min_score: float | None = None
+    min_score: float | None = field(default=None, metadata=number(null=True))
     label: str | None = None
-    keep_label: str | int | list | None = None
-    max_chars: int = 10_000
+    keep_label: str | int | list | None = field(default=None, metadata={RANGE: Labels()})
+    max_chars: int = field(default=10_000, metadata=integer(1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -428,6 +639,44 @@ class PairSource(_Source):
 # Which template inputs may be a source, and the dataclass that parses it. DeCLUTR's
 # spans are sampled from its documents, so ``spans`` is never a source of its own.
 SOURCE_TYPES = {"sentences": SentenceSource, "documents": DocumentSource, "pairs": PairSource}
+
+
+def check_data_set_names(params: Mapping, readable: Iterable[str], project: Path | None = None) -> None:
+    """Every catalog data set name a method's ``data`` gives is one the run can read
+    (``readable``: the catalog's entries and what the graph's nodes write), else a
+    :class:`ParameterValueError` saying the value was taken as a data set name, the
+    closest name, and how to give a file instead: a value without an extension
+    (``corpus``) or a misspelt name (``wiki_sentence``) would otherwise stop the run
+    with Kedro's "Pipeline input(s) {...} not found in the DataCatalog", which names
+    neither the parameter nor the reading. ``project``: where a relative path is read
+    from, to say when a file of that name is there."""
+    readable = set(readable)
+    for name, config in method_configs(params).items():
+        for input_name, value in config.data.items():
+            if is_dataset_name(value) and value not in readable:
+                raise ParameterValueError(f"{name}.data.{input_name}", value,
+                                          _unknown_data_set_problem(value, input_name, f"{name}.data.{input_name}",
+                                                                    readable, project))
+
+
+def _unknown_data_set_problem(value: str, input_name: str, key: str, readable: Iterable[str],
+                              project: Path | None) -> str:
+    close = difflib.get_close_matches(value, sorted(readable), n=1, cutoff=0.75)
+    problem = (f"taken as a catalog data set name (a value without '.' or '/' is one), but the catalog has no "
+               f"data set {value!r}" + (f": did you mean {close[0]}?" if close else "."))
+    kind = SOURCE_TYPES.get(input_name)
+    if kind is None:
+        return problem
+    extensions = ", ".join(f".{fmt}" for fmt in kind.FORMATS if fmt != "folder")
+    folder = " or a folder as ./name/" if "folder" in kind.FORMATS else ""
+    example = "folder" if "folder" in kind.FORMATS else kind.FORMATS[0]
+    how = (f"give its path with an extension ({extensions}){folder}, "
+           f"or its format: {key}.path={value},{key}.format={example}")
+    found = Path(project) / value if project is not None else None
+    if found is not None and found.exists():
+        what = "folder" if found.is_dir() else "file"
+        return f"{problem} There is a {what} {value!r} in the project: to read it, {how}"
+    return f"{problem} To read a file of your own, {how}"
 
 
 def own_dataset(method: str, input_name: str) -> str:
@@ -479,7 +728,7 @@ class MethodConfig:
     pooling: str
     seeds: list | None = None
     data: dict = field(default_factory=dict)
-    max_examples: int | None = None
+    max_examples: int | None = field(default=None, metadata=integer(1, null=True))
     method: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)
@@ -505,8 +754,6 @@ class MethodConfig:
                                  f"the {kind.family} pipeline reads: {', '.join(family)}",
                                  key=f"{name}.data.{unknown_inputs[0]}", accepted=family)
         config.sources(name)  # every own-data source parses, or the error names it
-        if config.max_examples is not None and int(config.max_examples) < 1:
-            raise ParameterError(f"{name}.max_examples must be a positive integer or null", key=f"{name}.max_examples")
         if config.seeds is not None:
             seeds = config.seeds
             if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
@@ -516,6 +763,7 @@ class MethodConfig:
         parsed = {}
         for what, parse, schema in (("method", lambda p: kind.from_params(p), kind),
                                     ("training", lambda p: TrainingConfig.from_params(dict(p)), TrainingConfig)):
+            check_values(schema, getattr(config, what) or {}, f"{name}.{what}")
             try:
                 parsed[what] = parse(dict(getattr(config, what) or {}))
             except ValueError as error:
@@ -636,6 +884,7 @@ def method_names(params: Mapping) -> list[str]:
 
 
 def method_configs(params: Mapping) -> dict[str, MethodConfig]:
+    check_shared_values(params)  # a method's null training.seed holds the shared seed: name that one if bad
     return {name: MethodConfig.from_params(params[name], name) for name in method_names(params)}
 
 
@@ -644,12 +893,17 @@ def method_configs(params: Mapping) -> dict[str, MethodConfig]:
 # left null (:data:`INHERITED_KEYS`).
 SHARED_VALUES = ("encoder", "seed", "on_bad_input")
 TOP_LEVEL_VALUES = (*SHARED_VALUES, "methods")
+# The values the shared numbers take. Checked before the blocks: a block's null key
+# holds the shared value, and a bad one must be named where it was given (``seed``),
+# not in the first block that took it.
+SHARED_RANGES = {"seed": Allowed(int, 0, SEED_MAX)}
 
 
 def validate_parameters(params: Mapping) -> None:
     """Parse every block of the merged parameters; raise :class:`ParameterError` on the
     first problem. A top-level key that is neither a shared value, a known block nor a
     listed method is an error too (a misspelt block name would otherwise be unused)."""
+    check_shared_values(params)
     names = method_names(params)
     blocks = {
         "raw_data": lambda p: parse_strict(RawDataConfig, p, "raw_data"),
@@ -672,8 +926,24 @@ def validate_parameters(params: Mapping) -> None:
             parse(params[key])
     _check_on_bad_input(params.get("on_bad_input", "skip"), "on_bad_input")
     configs = method_configs(params)
+    evaluation = params.get("evaluation", {})
     for name, config in configs.items():
-        evaluation_settings(params.get("evaluation", {}), config.evaluation, where=f"{name}.evaluation")
+        evaluation_settings(evaluation, config.evaluation, where=f"{name}.evaluation")
+    # The baseline's and the transfer instances' own overrides of the evaluation.
+    if "baseline" in params:
+        evaluation_settings(evaluation, (params["baseline"] or {}).get("overrides"), where="baseline.overrides")
+    if "transfer_evaluation" in params:
+        evaluation_settings(evaluation, (params["transfer_evaluation"] or {}).get("evaluation"),
+                            where="transfer_evaluation.evaluation")
+
+
+def check_shared_values(params: Mapping) -> None:
+    """The shared numbers (:data:`SHARED_RANGES`) are of their type and range."""
+    for key, allowed in SHARED_RANGES.items():
+        if key in params:
+            problem = allowed.problem(params[key])
+            if problem:
+                raise ParameterValueError(key, params[key], problem)
 
 
 # --- shared values, the experiment overlay and --params ------------------------------------
@@ -883,13 +1153,17 @@ def offending_key(error: BaseException) -> str | None:
 
 def where_set(key: str, runtime: Mapping, overlay: Mapping, overlay_name: str,
               conf_dirs: Iterable[Path]) -> list[str]:
-    """Where ``key`` was given, highest precedence first: ``--params``, the overlay file,
-    then the parameter files under ``conf_dirs`` (given base first: the last, the run's
-    environment, wins)."""
+    """Where ``key`` was given, highest precedence first: ``--params``, the overlay file
+    (where it gives a value), then the parameter files under ``conf_dirs`` (given base
+    first: the last, the run's environment, wins); the overlay when it alone names the key."""
     sources = ["--params"] if has_key(runtime or {}, key) else []
-    if has_key(overlay or {}, key):
+    # The overlay's null means "as configured": it sets the key only with a value.
+    if has_key(without_nulls(overlay or {}), key):
         sources.append(overlay_name)
-    return sources + [file for conf_dir in reversed(list(conf_dirs)) for file in files_setting(key, [conf_dir])]
+    sources += [file for conf_dir in reversed(list(conf_dirs)) for file in files_setting(key, [conf_dir])]
+    if not sources and has_key(overlay or {}, key):
+        sources.append(overlay_name)  # a key only the overlay names (a misspelt one, null or not)
+    return sources
 
 
 def explain_parameter_error(error: ParameterError, sources: Sequence[str]) -> str:
@@ -905,6 +1179,8 @@ def explain_parameter_error(error: ParameterError, sources: Sequence[str]) -> st
         if close:
             return f"unknown parameter {key}{where}: did you mean {close[0]}?"
         return f"unknown parameter {key}{where}\n{parent or 'the top level'} takes: {', '.join(accepted)}"
+    if isinstance(error, ParameterValueError):
+        return f"{key} = {shown_value(error.value)}{where}: {error.problem}"
     message = str(error).replace("\n", " ")
     named = message if not key or key in message else f"parameter {key}: {message}"
     return f"{named}{where}"

@@ -61,11 +61,16 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
         filepath: where the file lives in the project (e.g. under ``data/01_raw``).
         encoding: the text encoding readers should expect (``utf-8``; SentEval's
             TREC training file is ``iso-8859-1``).
+        link_record: a JSON file recording the files published as links to a source
+            this user could change (``publish_raw_file``); loading or publishing such a
+            file again stops when its source changed since.
     """
 
-    def __init__(self, filepath: str, encoding: str = "utf-8", metadata: dict | None = None):
+    def __init__(self, filepath: str, encoding: str = "utf-8", metadata: dict | None = None,
+                 link_record: str | None = None):
         self._filepath = Path(filepath)
         self._encoding = encoding
+        self._link_record = Path(link_record) if link_record else None
         self.metadata = metadata
 
     def load(self) -> RawFile:
@@ -74,6 +79,10 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
                 f"Raw file {self._filepath} does not exist. Run "
                 "`kedro run --pipeline=raw_data` to bring the raw data in."
             )
+        if self._link_record is not None:
+            from contrastive_sentence_embeddings.data.raw_sources import check_linked_source
+
+            check_linked_source(self._filepath, self._link_record)
         return RawFile(self._filepath, self._encoding)
 
     def save(self, data: RawFile | bytes | str | Path) -> None:
@@ -83,7 +92,7 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
         if isinstance(data, Path):
             data = RawFile(data)
         if isinstance(data, RawFile):
-            how = publish_raw_file(data, self._filepath)
+            how = publish_raw_file(data, self._filepath, self._link_record)
             logger.debug("%s: %s of %s", self._filepath, how, data.path)
         elif isinstance(data, bytes):
             self._filepath.write_bytes(data)
@@ -98,7 +107,7 @@ class RawFileDataset(AbstractDataset[RawFile, "RawFile | bytes | str | Path"]):
         return self._filepath.is_file()
 
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "encoding": self._encoding}
+        return {"filepath": str(self._filepath), "encoding": self._encoding, "link_record": self._link_record}
 
 
 class _AtomicSave:

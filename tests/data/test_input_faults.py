@@ -121,7 +121,7 @@ def test_the_long_documents_block_is_parsed_strictly():
     assert config.max_unk_fraction == 0.5 and config.inputs == ["wikitext"]
     with pytest.raises(ValueError, match="data_processing.long_documents.max_unk_fractoin"):
         parse({"max_unk_fractoin": 0.2})
-    with pytest.raises(ValueError, match="max_unk_fraction must be in"):
+    with pytest.raises(ValueError, match=r"max_unk_fraction = 2: must be a number in \[0, 1\] or null"):
         parse({"max_unk_fraction": 2})
 
 
@@ -148,6 +148,6 @@ def test_a_utf8_file_with_a_bad_byte_still_drops_that_line_only(write_file):
     raw = write_file("s.txt", b"good line\nbad \xff line\n")
     report = StepReport("t")
     assert [line for _, line in raw.iter_lines(report)] == ["good line"]
-    assert report.dropped == {"not utf-8 (byte 4)": 1}
+    assert report.dropped == {"not utf-8": 1} and report.examples["not utf-8"] == [f"{raw.label}:2 (byte 4)"]
     with pytest.raises(BadInputError, match=r"s\.txt:2: not utf-8"):
         list(raw.iter_lines(StepReport("t"), on_bad_input="error"))

@@ -59,11 +59,11 @@ def test_undecodable_and_over_long_lines_are_skipped_and_counted_or_stop_the_run
     content = (SENTENCES[0] + "\n").encode() + b"caf\xe9 au lait is served hot\n" + \
         ("word " * 30).encode() + b"\n" + (SENTENCES[1] + "\n").encode()
     (here / "mine.txt").write_bytes(content)
-    source = {"path": "mine.txt", "max_chars": 100}
+    source = {"path": "mine.txt", "max_chars": 100, "encoding": "utf-8"}  # utf-8: no fallback
     table, report = prepare_sentences(source)
     assert table["sentence"].tolist() == [SENTENCES[0], SENTENCES[1]]
-    assert report["dropped"] == {"not utf-8 (byte 3)": 1, "text: longer than 100 characters": 1}
-    assert report["examples"]["not utf-8 (byte 3)"] == ["mine.txt:2"]
+    assert report["dropped"] == {"not utf-8": 1, "text: longer than 100 characters": 1}
+    assert report["examples"]["not utf-8"] == ["mine.txt:2 (byte 3)"]
     assert report["examples"]["text: longer than 100 characters"] == ["mine.txt:3"]
     assert balanced(report)
     with pytest.raises(BadInputError, match="mine.txt:2: not utf-8"):
@@ -110,17 +110,20 @@ def test_a_missing_column_is_an_error_naming_the_file_and_the_columns_found(here
 
 
 def test_a_quoted_csv_field_may_span_lines_and_bad_rows_are_counted(here):
+    # \x81 is neither utf-8 nor cp1252 (the fallback)
     (here / "mine.csv").write_bytes(
         b'text,label\n"A sentence that goes on,\nover two lines.",a\nonly one field\n'
-        b'\xff\xfe broken bytes,b\n' + b'"' + b"x" * 140_000 + b'",c\n' + SENTENCES[3].encode() + b",d\n")
+        b'\x81\x8d broken bytes,b\n' + b'"' + b"x" * 140_000 + b'",c\n' + SENTENCES[3].encode() + b",d\n")
     table, report = prepare_sentences({"path": "mine.csv"})
     assert table["sentence"].tolist() == ["A sentence that goes on, over two lines.", SENTENCES[3]]
-    assert table["source"].tolist() == ["mine.csv:3", "mine.csv:7"]
+    assert table["source"].tolist() == ["mine.csv:2", "mine.csv:7"]  # a row is where it starts
+    assert report["variant_examples"] == {own_data.MULTI_LINE_ROW: ["mine.csv:2 (lines 2-3)"]}
     assert report["dropped"]["expected 2 fields (as the header), found 1"] == 1
     assert report["examples"]["expected 2 fields (as the header), found 1"] == ["mine.csv:4"]
-    assert report["dropped"]["not utf-8 (byte 0)"] == 1
+    assert report["dropped"]["neither utf-8 nor cp1252"] == 1
     assert any(reason.startswith("unreadable CSV row (field larger than field limit") for reason in report["dropped"])
     assert report["rows_in"] == 5 and balanced(report)
+    assert report["lines_read"] == 7 and report["quoting"] == "rfc4180"
 
 
 def test_jsonl_lines_that_are_not_json_or_lack_the_field_are_counted(here):
@@ -229,7 +232,7 @@ def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here,
     docs = here / "docs"
     (docs / "part").mkdir(parents=True)
     (docs / "a.txt").write_text(long_text(40, 1) + "\n\n" + long_text(40, 2) + "\n")
-    (docs / "part" / "b.txt").write_bytes(long_text(40, 3).encode() + b"\n\xff bad line\n" + long_text(5, 4).encode())
+    (docs / "part" / "b.txt").write_bytes(long_text(40, 3).encode() + b"\n\x81 bad line\n" + long_text(5, 4).encode())
     (docs / "short.txt").write_text("too short\n")
     (docs / "empty.txt").write_text("\n\n")
     (docs / "notes.md").write_text("not a document")
@@ -243,8 +246,9 @@ def test_a_folder_of_text_files_gives_one_document_each_filtered_by_length(here,
         kept_text, add_special_tokens=False)["input_ids"]
     assert report["rows_in"] == 4 and report["rows_out"] == 2
     assert report["dropped"] == {"empty document": 1, "fewer than 20 tokens": 1} and balanced(report)
-    assert report["variant_examples"] == {"document kept without a line that is not utf-8 (byte 0)": ["docs/part/b.txt:2"]}
-    with pytest.raises(BadInputError, match="docs/part/b.txt:2: not utf-8"):
+    assert report["variant_examples"] == {
+        "document kept without a line that is neither utf-8 nor cp1252": ["docs/part/b.txt:2 (byte 0)"]}
+    with pytest.raises(BadInputError, match="docs/part/b.txt:2: neither utf-8 nor cp1252 \\(byte 0\\)"):
         prepare_documents("docs/", on_bad_input="error")
 
 
@@ -323,7 +327,8 @@ def test_pairs_default_columns_and_a_missing_one_names_the_columns_found(here):
 
 def test_pairs_that_all_fail_the_filters_are_a_clear_error(here):
     (here / "pairs.jsonl").write_text(json.dumps({"sentence1": "a b", "sentence2": "c d", "s": 1.0}) + "\n")
-    with pytest.raises(EmptyInputError, match="pairs.jsonl .own pairs: none left after the checks and filters"):
+    with pytest.raises(EmptyInputError, match=r"pairs.jsonl \(own pairs\): nothing is left of the 1 rows read: "
+                                              r"1 score <= 4 \(e.g. pairs.jsonl:1\)"):
         prepare_pairs({"path": "pairs.jsonl", "score": "s", "min_score": 4})
 
 
@@ -352,3 +357,167 @@ def test_a_bad_source_is_a_parameter_error_naming_the_key(input_name, value, mes
     with pytest.raises(ParameterError) as error:
         parse_source(input_name, value, f"m.data.{input_name}")
     assert message in str(error.value) and f"m.data.{input_name}" in str(error.value)
+
+
+# --- files users bring (issue 22): every line accounted for, nothing empty or binary passes -----
+def sentence_rows(n: int) -> list[str]:
+    """``n`` distinct sentences of several words (none a duplicate of another)."""
+    topics = ["river", "market", "stone"]
+    return [f"Row {i} is a plain sentence about the {topics[i % 3]} number {i}." for i in range(n)]
+
+
+def test_a_tsv_is_read_without_quoting_so_every_line_is_one_row(here):
+    texts = sentence_rows(299)
+    texts[4] = '"An opening quote that is never closed, as in a quotation.'
+    texts[8] = '"Balanced" quotes at the start stay part of the text.'
+    (here / "mine.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(texts)))
+    table, report = prepare_sentences({"path": "mine.tsv"})
+    assert report["rows_in"] == 299 == len(table) and report["lines_read"] == 300 and report["quoting"] == "none"
+    assert table["sentence"].tolist() == texts  # no line merged into another, no quote removed
+    assert table["source"].tolist() == [f"mine.tsv:{line}" for line in range(2, 301)]
+    assert report["variants"] == {own_data.LEADING_QUOTE: 2}
+    assert report["variant_examples"][own_data.LEADING_QUOTE] == ["mine.tsv:6", "mine.tsv:10"]
+
+
+def test_a_tsv_written_with_quotes_is_read_by_quoting_rfc4180(here):
+    texts = ['He said "hello" and left.', "A tab\tinside a quoted field.", "A plain sentence of words."]
+    pd.DataFrame({"text": texts}).to_csv(here / "quoted.tsv", sep="\t", index=False)  # pandas quotes these
+    table, report = prepare_sentences({"path": "quoted.tsv", "quoting": "rfc4180"})
+    assert table["sentence"].tolist() == ['He said "hello" and left.', "A tab inside a quoted field.", texts[2]]
+    unquoted, _ = prepare_sentences({"path": "quoted.tsv"})  # the default reads the quotes as text
+    assert unquoted["sentence"].iloc[0] == '"He said ""hello"" and left."'
+
+
+def test_a_stray_quote_in_a_csv_costs_every_line_it_swallows_each_counted(here):
+    texts = sentence_rows(299)
+    texts[4] = '"An opening quote that is never closed'
+    texts[8] = '"Balanced" and then more text'
+    (here / "mine.csv").write_text("text,label\n" + "".join(f"{t},{i % 2}\n" for i, t in enumerate(texts)))
+    table, report = prepare_sentences({"path": "mine.csv"})
+    # The quote opened on line 6 runs to the next quote (line 10), after which the parser
+    # meets text where RFC 4180 wants a comma: lines 6-10 are one unreadable row.
+    reason = "unreadable CSV row (',' expected after '\"')"
+    assert report["dropped"] == {reason: 5} and report["examples"][reason] == ["mine.csv:6 (lines 6-10)"]
+    assert report["rows_in"] == 299 and report["lines_read"] == 300 and balanced(report)
+    assert table["sentence"].tolist() == texts[:4] + texts[9:]
+
+
+def test_a_gzip_file_named_txt_is_not_text_and_says_so_with_its_report(here):
+    import gzip
+
+    (here / "mine.txt").write_bytes(gzip.compress("\n".join(sentence_rows(2000)).encode()))
+    with pytest.raises(own_data.NotTextError, match=r"mine.txt: not a text file: \d+ of the \d+ lines read") as error:
+        prepare_sentences("mine.txt")
+    carried = error.value.data_reports["mine.sentences"]  # for the hook to write as the step's report
+    assert carried["rows_in"] > 0 and carried["stopped"] == str(error.value) and carried["rows_out"] == 0
+
+
+def test_a_random_binary_file_is_not_text_by_a_stated_threshold(here):
+    import random
+
+    rng = random.Random(0)
+    (here / "noise.txt").write_bytes(bytes(rng.getrandbits(8) for _ in range(300_000)))
+    with pytest.raises(own_data.NotTextError, match=r"noise.txt: not a text file: .* more than 50%"):
+        prepare_sentences("noise.txt")
+    good = [s.encode() for s in SENTENCES]
+    # Half the lines undecodable is still (damaged) text: read, the bad ones counted ...
+    (here / "half.txt").write_bytes(b"\n".join(good[:2] + [b"\x81\x8d\x8f", b"a\x00b"]) + b"\n")
+    table, report = prepare_sentences("half.txt")
+    assert table["sentence"].tolist() == SENTENCES[:2] + ["ab"] and report["rows_in"] == 4
+    # ... more than half is not.
+    (here / "most.txt").write_bytes(b"\n".join(good[:1] + [b"\x81\x8d\x8f", b"a\x01b"]) + b"\n")
+    with pytest.raises(own_data.NotTextError, match=r"most.txt: not a text file: 2 of the 3 lines read"):
+        prepare_sentences("most.txt")
+
+
+def test_a_single_line_of_50_mb_stops_saying_why_nothing_is_left(here):
+    with (here / "one_line.txt").open("w") as handle:
+        for _ in range(50):
+            handle.write("word " * 200_000)  # 1 MB at a time, no line break
+    with pytest.raises(EmptyInputError, match=r"one_line.txt \(own sentences\): nothing is left of the 1 rows read: "
+                                              r"1 text: longer than 10000 characters \(e.g. one_line.txt:1\)") as error:
+        prepare_sentences("one_line.txt")
+    assert error.value.data_reports["mine.sentences"]["dropped"] == {"text: longer than 10000 characters": 1}
+
+
+@pytest.mark.parametrize(("values", "kind"), [([1, 2, 3], "int"), ([["a b c"], ["d e f"]], "list")])
+def test_a_parquet_column_that_is_not_text_stops_naming_the_file_and_the_type(here, values, kind):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": values}), here / "mine.parquet")
+    with pytest.raises(EmptyInputError, match=rf"mine.parquet \(own sentences\): nothing is left of the {len(values)} "
+                                              rf"rows read: {len(values)} text: not text \({kind}\)") as error:
+        prepare_sentences("mine.parquet")
+    assert error.value.data_reports["mine.sentences"]["dropped"] == {f"text: not text ({kind})": len(values)}
+
+
+def cp1252_lines() -> list[str]:
+    return [f"Line {i}: a caf\u00e9 na\u00efve \u2018quote\u2019 \u20ac{i}" if i % 3 == 0
+            else f"Line {i} is plain ASCII text." for i in range(300)]
+
+
+def test_a_windows_1252_file_is_read_by_detection_with_the_fallback_counted(here):
+    (here / "windows.txt").write_bytes(("\r\n".join(cp1252_lines()) + "\r\n").encode("cp1252"))
+    table, report = prepare_sentences("windows.txt")
+    assert table["sentence"].tolist() == cp1252_lines() and report["rows_in"] == 300 and report["rows_dropped"] == 0
+    assert report["variants"] == {"decoded as cp1252 (not utf-8)": 100}
+    # encoding: utf-8 turns the fallback off: the lines are bad input, under one reason,
+    # with the first bad byte's offset in each example
+    table, report = prepare_sentences({"path": "windows.txt", "encoding": "utf-8"})
+    assert len(table) == 200 and report["dropped"] == {"not utf-8": 100}
+    assert report["examples"]["not utf-8"][:2] == ["windows.txt:1 (byte 13)", "windows.txt:4 (byte 13)"]
+    # another fallback named: UTF-8 lines stay UTF-8, the others are read in it
+    cyrillic = "Привет мир, как дела?\n".encode("cp1251") + "Ещё одна строка.\n".encode()  # line 2 is UTF-8
+    (here / "cyrillic.txt").write_bytes(cyrillic)
+    table, report = prepare_sentences({"path": "cyrillic.txt", "encoding": "cp1251"})
+    assert table["sentence"].tolist() == ["Привет мир, как дела?", "Ещё одна строка."]
+    assert report["variants"] == {"decoded as cp1251 (not utf-8)": 1}
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "no-such-codec"])
+def test_an_encoding_that_cannot_be_read_line_by_line_is_a_parameter_error(encoding):
+    with pytest.raises(ParameterError, match=r"m.data.sentences.*encoding must name a Python codec"):
+        parse_source("sentences", {"path": "a.txt", "encoding": encoding}, "m.data.sentences")
+
+
+@pytest.mark.parametrize("label", [0.0, 0, "0", " 0.0 "])
+def test_labels_are_compared_by_value(label):
+    assert own_data.label_key(label) == own_data.label_key(0) == "0"
+    assert own_data.label_key("entailment") == "entailment" and own_data.label_key(0.5) == "0.5"
+
+
+def test_a_float_label_column_matches_an_integer_keep_label(here):
+    frame = pd.DataFrame({"sentence1": ["a b", "c d", "e f"], "sentence2": ["g h", "i j", "k l"],
+                          "label": [0.0, 1.0, 0.0]})
+    frame.to_parquet(here / "float.parquet", index=False)
+    frame.to_csv(here / "float.csv", index=False)  # labels written as 0.0 and 1.0
+    for path in ("float.parquet", "float.csv"):
+        table, report = prepare_pairs({"path": path, "label": "label", "keep_label": 0})
+        assert table["sentence1"].tolist() == ["a b", "e f"] and report["dropped"] == {"label '1' not kept": 1}
+
+
+def test_pairs_filtered_to_nothing_carry_their_report(here):
+    (here / "pairs.csv").write_text("sentence1,sentence2,label\na b,c d,1\ne f,g h,2\n")
+    expected = r"pairs.csv \(own pairs\): nothing is left of the 2 rows read: 1 label '1' not kept \(e.g. pairs.csv:2\)"
+    with pytest.raises(EmptyInputError, match=expected + r"; 1 label '2' not kept") as error:
+        prepare_pairs({"path": "pairs.csv", "label": "label", "keep_label": 0})
+    carried = error.value.data_reports["mine.pairs"]
+    assert carried["rows_in"] == 2 and carried["rows_dropped"] == 2 and "nothing is left" in carried["stopped"]
+
+
+def test_documents_of_which_nothing_is_usable_stop_naming_the_file(here):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (here / "docs").mkdir()
+    (here / "docs" / "packed.txt").write_bytes(gzip.compress(long_text(3000, 1).encode()))
+    with pytest.raises(own_data.NotTextError, match=r"docs/packed.txt: not a text file"):
+        prepare_documents("docs")
+    pq.write_table(pa.table({"text": [1, 2]}), here / "docs.parquet")
+    with pytest.raises(EmptyInputError, match=r"docs.parquet \(own documents\): nothing is left of the 2 rows read: "
+                                              r"2 text: not text \(int\)") as error:
+        prepare_documents({"path": "docs.parquet"})
+    assert error.value.data_reports["mine.documents"]["source"] == "docs.parquet"

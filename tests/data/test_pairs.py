@@ -47,8 +47,9 @@ def test_read_stsb_skips_and_counts_every_kind_of_bad_row(write_file):
         "expected 7 tab-separated columns, found 3": 1,
         "empty line": 1,
         "blank sentence": 1,
-        f"not utf-8 (byte {bad_byte})": 1,
+        "not utf-8": 1,
     }
+    assert report.examples["not utf-8"] == [f"{raw.label}:9 (byte {bad_byte})"]
     assert report.examples["missing score"] == [f"{raw.label}:2"]
 
 

@@ -16,14 +16,14 @@ def test_a_non_utf8_line_is_skipped_and_counted_with_its_location(write_file):
     report = StepReport("t")
     assert [n for n, _ in raw.iter_lines(report)] == [1, 3]
     assert report.rows_in == 3
-    (reason, count), = report.dropped.items()
-    assert reason.startswith("not utf-8") and count == 1
-    assert report.examples[reason] == [f"{raw.label}:2"]
+    # one reason for every undecodable line; where the first bad byte is goes with the example
+    assert report.dropped == {"not utf-8": 1}
+    assert report.examples["not utf-8"] == [f"{raw.label}:2 (byte 3)"]
 
 
 def test_strict_mode_names_file_and_line(write_file):
     raw = write_file("bad.txt", b"ok\n\xff\xfe oops\n")
-    with pytest.raises(BadInputError, match=r"bad\.txt:2: not utf-8"):
+    with pytest.raises(BadInputError, match=r"bad\.txt:2: not utf-8 \(byte 0\)"):
         list(raw.iter_lines(StepReport("t"), on_bad_input="error"))
 
 
@@ -46,13 +46,13 @@ def test_numbered_lines_and_absorbed_counts_keep_the_example_limit(write_file):
     lines, n_lines = raw.read_numbered_lines(report)
     assert lines == {1: "ok", 10: "last"} and n_lines == 10
     assert report.rows_in == 0  # rows are the caller's to count
-    assert report.dropped == {"not utf-8 (byte 0)": 8}
-    assert len(report.examples["not utf-8 (byte 0)"]) == MAX_EXAMPLES_PER_REASON
+    assert report.dropped == {"not utf-8": 8}
+    assert len(report.examples["not utf-8"]) == MAX_EXAMPLES_PER_REASON
 
     target = StepReport("documents")
     target.absorb(report, prefix="line ", keep=lambda reason: reason.startswith("not "))
-    assert target.dropped == {"line not utf-8 (byte 0)": 8}
-    assert target.examples["line not utf-8 (byte 0)"] == report.examples["not utf-8 (byte 0)"]
+    assert target.dropped == {"line not utf-8": 8}
+    assert target.examples["line not utf-8"] == report.examples["not utf-8"]
 
 
 # --- streaming: a reader never holds a whole file --------------------------------------
@@ -106,5 +106,5 @@ def test_the_label_is_resolved_once_per_file_not_once_per_line(write_file, monke
     # a reader that names the file on every line, as the one-document-per-line reader does
     named = [f"{raw.label}:{number}" for number, _ in raw.iter_lines(StepReport("t"))]
     assert len(located) == 501 and located[-1][1] == named[-1] == f"{raw.label}:502"
-    assert report.examples["not utf-8 (byte 3)"] == [f"{raw.label}:501"]
+    assert report.examples["not utf-8"] == [f"{raw.label}:501 (byte 3)"]
     assert len(calls) == 1

@@ -160,21 +160,69 @@ def test_every_raw_source_has_a_catalog_entry_and_a_dvc_output():
     assert stages["raw_data"]["outs"] == [f"data/01_raw/{name}" for name in raw_sources.RAW_SOURCES]
 
 
-# --- publishing into data/01_raw: linked, not copied; Hub staging removed ----------------
-def test_a_mirror_file_is_hard_linked_and_left_untouched(tmp_path):
+# --- publishing into data/01_raw: the mirror protected; Hub staging removed ---------------
+def test_editing_a_raw_file_published_from_a_writable_mirror_leaves_the_mirror_as_it_was(tmp_path):
     source = tmp_path / "mirror" / "wiki.txt"
     source.parent.mkdir()
     source.write_text("one\ntwo\n")
-    source.chmod(0o644)
+    source.chmod(0o644)  # writable: a hard link would let an edit of data/01_raw write into it
     target = tmp_path / "project" / "data" / "01_raw" / "wiki" / "wiki.txt"
-    assert raw_sources.publish_raw_file(RawFile(source), target) == "hard link"
-    assert target.read_text() == "one\ntwo\n" and target.stat().st_ino == source.stat().st_ino
-    assert raw_sources.publish_raw_file(RawFile(source), target) == "in place"  # a rerun
-    target.unlink()  # what a rerun's overwrite does: the mirror keeps its file
+    assert raw_sources.publish_raw_file(RawFile(source), target) == "copy"
+    assert target.read_text() == "one\ntwo\n" and target.stat().st_ino != source.stat().st_ino
+    with target.open("a") as editor:  # an edit in place, as `echo >>` or most editors do
+        editor.write("three\n")
+    target.chmod(0o600)
     assert source.read_text() == "one\ntwo\n" and oct(source.stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["wiki.txt"]  # no temporary left
 
 
-def test_across_file_systems_a_mirror_file_is_symlinked_else_copied(tmp_path, monkeypatch):
+def test_a_source_read_only_to_this_user_is_hard_linked_and_a_clone_is_preferred(tmp_path, monkeypatch):
+    source = tmp_path / "mirror.txt"
+    source.write_text("text\n")
+    monkeypatch.setattr(raw_sources, "changeable_by_this_user", lambda path: False)  # another user's file
+    linked = tmp_path / "out" / "linked.txt"
+    assert raw_sources.publish_raw_file(RawFile(source), linked) == "hard link to a read-only file"
+    assert linked.stat().st_ino == source.stat().st_ino
+    monkeypatch.setattr(raw_sources, "_reflink", lambda source, target: target.write_bytes(source.read_bytes()) or True)
+    assert raw_sources.publish_raw_file(RawFile(source), tmp_path / "out" / "cloned.txt") == "reflink"
+
+
+def test_changeable_by_this_user_is_true_for_a_writable_file(tmp_path):
+    (tmp_path / "mine.txt").write_text("x")
+    assert raw_sources.changeable_by_this_user(tmp_path / "mine.txt")
+
+
+def test_a_large_writable_source_is_linked_with_a_warning_and_a_change_through_the_link_stops_the_next_run(
+        tmp_path, monkeypatch, caplog):
+    from contrastive_sentence_embeddings.datasets import RawFileDataset
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(raw_sources.COPY_LIMIT_ENV_VAR, "0.000001")  # 1 byte: the 5-byte file is "large"
+    source = tmp_path / "mirror" / "train.txt"
+    source.parent.mkdir()
+    source.write_text("text\n")
+    record = tmp_path / "data" / "01_raw" / ".mirror_links.json"
+    dataset = RawFileDataset("data/01_raw/owt/train.txt", link_record=str(record))
+    dataset.save(RawFile(source))
+    target = tmp_path / "data/01_raw/owt/train.txt"
+    assert target.stat().st_ino == source.stat().st_ino
+    assert "data/01_raw/owt/train.txt is a hard link to" in caplog.text and "editing it would edit" in caplog.text
+    assert dataset.load().path.resolve() == target  # unchanged: readable
+    dataset.save(RawFile(source))  # a rerun over an unchanged source
+    with target.open("a") as editor:
+        editor.write("edited\n")
+    for again in (dataset.load, lambda: dataset.save(RawFile(source))):
+        with pytest.raises(raw_sources.RawSourceChanged) as stopped:
+            again()
+        message = str(stopped.value)
+        assert str(source) in message and "data/01_raw/owt/train.txt" in message
+        assert "size 5 -> 12 bytes" in message and "delete data/01_raw/.mirror_links.json" in message
+    record.unlink()  # the fix the message gives, for a mirror updated on purpose
+    assert dataset.load().path.resolve() == target
+
+
+def test_across_file_systems_a_large_writable_source_is_symlinked_else_copied(tmp_path, monkeypatch):
+    monkeypatch.setenv(raw_sources.COPY_LIMIT_ENV_VAR, "0")
     source = tmp_path / "mirror.txt"
     source.write_text("text\n")
 
@@ -210,7 +258,7 @@ def test_hub_files_are_moved_out_of_a_staging_folder_that_is_then_removed(tmp_pa
     assert staging is not None and staging.parent == tmp_path / "tmp"
     out = tmp_path / "data" / "01_raw" / "fake"
     hows = {key: raw_sources.publish_raw_file(raw, out / key) for key, raw in sorted(files.items())}
-    assert hows == {"part/train.txt": "move", "wiki.txt": "hard link"}
+    assert hows == {"part/train.txt": "move", "wiki.txt": "copy"}  # the Hub's cache is writable: not linked
     assert (out / "part/train.txt").read_text() == "downloaded\n" and (out / "wiki.txt").read_text() == "cached\n"
     assert not (out / "wiki.txt").is_symlink() and cache.read_text() == "cached\n"
     assert not staging.exists() and list((tmp_path / "tmp").iterdir()) == []

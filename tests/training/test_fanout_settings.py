@@ -13,7 +13,14 @@ import torch
 from contrastive_sentence_embeddings.config import MethodConfig, ParameterError
 from contrastive_sentence_embeddings.train_entry import method_run, parse_params
 from contrastive_sentence_embeddings.training.fanout import resolve_num_processes, threads_per_process
-from contrastive_sentence_embeddings.training.trainer import TrainingConfig, run_fingerprint, total_steps
+from contrastive_sentence_embeddings.training.trainer import (
+    TrainingConfig,
+    check_world,
+    launched_world,
+    run_fingerprint,
+    total_steps,
+    trains_on_cpu,
+)
 
 
 def block(kind: str = "simcse", **training) -> dict:
@@ -37,7 +44,7 @@ def test_num_processes_defaults_to_one_in_every_method():
 
 @pytest.mark.parametrize("value", [0, -1, "many", True, 1.5, None])
 def test_bad_num_processes_is_an_error_naming_the_key(value):
-    with pytest.raises(ParameterError, match=r"simcse\.training\.num_processes must be a positive integer or 'auto'") \
+    with pytest.raises(ParameterError, match=r"simcse\.training\.num_processes = .*: must be an integer >= 1 or 'auto'") \
             as error:
         MethodConfig.from_params(block(num_processes=value), "simcse")
     assert error.value.key == "simcse.training.num_processes"
@@ -119,3 +126,38 @@ def test_the_workers_map_the_saved_documents_instead_of_a_copy(tmp_path):
     assert loaded["documents"]["input_ids"] == [[1, 2], [3], [4, 5, 6]]
     assert loaded["selected"]["doc_id"] == ["c", "a"] and loaded["spans"]["doc_id"] == ["a"]
     assert loaded["frame"]["x"].tolist() == [1]
+
+
+@pytest.mark.parametrize("device, processes, cuda, cpu", [
+    (None, 2, False, True),    # the shipped device with several processes on a CPU machine: CPU DDP
+    (None, 1, False, False),   # one process: accelerate picks the device itself
+    (None, 2, True, False),    # one process per GPU (NCCL)
+    ("cpu", 1, True, True), ("cpu", 2, True, True),
+])
+def test_several_processes_without_cuda_train_on_cpu(device, processes, cuda, cpu):
+    assert trains_on_cpu(device, processes, cuda) is cpu
+
+
+@pytest.mark.parametrize("environ, world", [
+    ({}, (1, 0)),
+    ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}, (2, 1)),        # torchrun, the fan-out
+    ({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3"}, (4, 3)),  # mpirun
+    ({"WORLD_SIZE": "two", "PMI_SIZE": "2", "PMI_RANK": "0"}, (2, 0)),
+])
+def test_the_launched_world_is_read_from_the_launchers_variables(environ, world):
+    assert launched_world(environ) == world
+
+
+def test_a_process_that_sees_another_world_than_its_launcher_is_refused():
+    check_world((2, 1), (2, 1), (2, 1), "DistributedType.MULTI_CPU")  # a real 2-process world
+    check_world((1, 0), (1, 0), None, "DistributedType.NO")           # one process, no process group
+    # What accelerate made of two launched CPU processes under device null before: a
+    # process group of 2, each process alone and main for accelerate.
+    with pytest.raises(RuntimeError) as refused:
+        check_world((1, 0), (2, 1), (2, 1), "DistributedType.NO")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "RANK=1 of WORLD_SIZE=2" in message and "process 0 of 1 for accelerate (DistributedType.NO)" in message
+    assert "training.device: cpu" in message
+    with pytest.raises(RuntimeError, match="torch.distributed process 0 of 3"):
+        check_world((2, 0), (2, 0), (3, 0))

@@ -1,4 +1,6 @@
 import copy
+import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -6,6 +8,7 @@ import torch
 
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import (
+    TRAINER_STATE,
     TrainingConfig,
     build_optimizer,
     parameter_groups,
@@ -75,13 +78,16 @@ def sentences(mirror_dir):
 def run(tiny_bert, tokenizer, sentences, **settings):
     torch.manual_seed(0)
     model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
-    config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", log_every=2, **settings)
+    config = TrainingConfig(**{"batch_size": 16, "learning_rate": 1e-4, "device": "cpu", "log_every": 2, **settings})
     return train(model, tokenizer, tokenize_sentences(tokenizer, sentences, 32), config)
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(tiny_bert, tokenizer, sentences, tmp_path, monkeypatch):
-    straight = run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6)
-    checkpoint = str(tmp_path / "checkpoint")
+    # A row of the curve every 4 steps, a checkpoint every 6: the step-6 checkpoint falls
+    # inside the window of the row at step 8 (steps 5 to 8).
+    settings = dict(max_steps=12, eval_every=6, log_every=4)
+    straight = run(tiny_bert, tokenizer, sentences, **settings)
+    checkpoint = tmp_path / "checkpoint"
     # Crash at the 9th optimiser step; the last checkpoint is the one of step 6.
     calls = {"n": 0}
     original_step = torch.optim.AdamW.step
@@ -94,12 +100,31 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny_bert, tokenizer, sente
 
     monkeypatch.setattr(torch.optim.AdamW, "step", crashing_step)
     with pytest.raises(KeyboardInterrupt):
-        run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6, checkpoint_dir=checkpoint)
+        run(tiny_bert, tokenizer, sentences, checkpoint_dir=str(checkpoint), **settings)
     monkeypatch.setattr(torch.optim.AdamW, "step", original_step)
-    resumed = run(tiny_bert, tokenizer, sentences, max_steps=12, eval_every=6, checkpoint_dir=checkpoint)
+    # The same checkpoint as a trainer without the saved loss window wrote it.
+    older = tmp_path / "older_checkpoint"
+    shutil.copytree(checkpoint, older)
+    state_file = older / "step-6" / TRAINER_STATE
+    state = json.loads(state_file.read_text())
+    assert state["window"]["count"] == 2  # steps 5 and 6
+    del state["window"]
+    state_file.write_text(json.dumps(state))
+
+    resumed = run(tiny_bert, tokenizer, sentences, checkpoint_dir=str(checkpoint), **settings)
     assert resumed.steps == 12
     for key, value in straight.best_state.items():
         assert torch.allclose(value, resumed.best_state[key], atol=1e-5), key
+    # The curve too: the row at step 8 averages steps 5 to 8, two of them run before the interruption.
+    losses = ["step", "epoch", "lr", "loss", "info_nce"]
+    assert straight.curve["step"].tolist() == [4, 8, 12]
+    pd.testing.assert_frame_equal(resumed.curve[losses], straight.curve[losses], rtol=1e-5)
+
+    # An older checkpoint still resumes, its first row averaging the steps since the resume.
+    from_older = run(tiny_bert, tokenizer, sentences, checkpoint_dir=str(older), **settings)
+    assert from_older.steps == 12 and from_older.curve["step"].tolist() == [4, 8, 12]
+    for key, value in straight.best_state.items():
+        assert torch.allclose(value, from_older.best_state[key], atol=1e-5), key
 
 
 def test_training_curve_has_loss_rate_and_speed(tiny_bert, tokenizer, sentences):

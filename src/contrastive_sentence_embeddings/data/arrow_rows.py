@@ -5,15 +5,15 @@ A reader yields rows one at a time; :func:`rows_to_dataset` writes them in batch
 an Arrow file in a scratch folder and hands back a ``datasets.Dataset`` mapped from
 that file, on which ``map(num_proc=...)`` and ``filter`` run in worker processes
 writing their results beside it. The scratch folder is one this process created
-(``tempfile.mkdtemp``); it is deleted when the last data set reading from it is
-garbage-collected (after Kedro has saved the node's output) or at exit, never before.
+(``tempfile.mkdtemp``, marked as this process's: :mod:`.scratch`); it is deleted when
+the last data set reading from it is garbage-collected (after Kedro has saved the
+node's output) or at exit, never before; after a kill, by the next run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrastive_sentence_embeddings.data.report import MAX_EXAMPLES_PER_REASON, StepReport
+from contrastive_sentence_embeddings.scratch import explained_no_space, marked_folder, remedy_for_temporary_files
 
 # Rows per Arrow record batch: large enough to amortise the writes, small enough that
 # one batch of Python objects is a few MB at most.
@@ -31,12 +32,15 @@ BATCH_ROWS = 8192
 
 @contextmanager
 def scratch_folder(prefix: str) -> Iterator[Path]:
-    """A new, empty temporary folder owned by this run. If the block fails it is
-    deleted at once; if it succeeds it is left to the data set the block hands to
-    :func:`release_with`."""
-    folder = Path(tempfile.mkdtemp(prefix=f"cse-{prefix}-"))
+    """A new temporary folder owned by this run, holding only its owner's marker
+    (:func:`.scratch.marked_folder`: a run that is killed leaves it to the next run to
+    remove). If the block fails it is deleted at once (a full disk inside it is
+    reported as such, naming the folder: :func:`.scratch.explained_no_space`); if it
+    succeeds it is left to the data set the block hands to :func:`release_with`."""
+    folder = marked_folder(prefix, purpose="data preparation's working files")
     try:
-        yield folder
+        with explained_no_space(folder, remedy_for_temporary_files()):
+            yield folder
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

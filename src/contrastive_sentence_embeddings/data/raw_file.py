@@ -9,8 +9,11 @@ line is dropped), then, for a file declared in a legacy encoding (SentEval's TRE
 training file is ISO-8859-1), that encoding, each such line counted as a variant
 ("decoded as iso-8859-1"). So a legacy file re-saved as UTF-8 is read right instead of
 being silently turned into mojibake, and the original is read right too, with the
-count saying which it was. A line that is neither is bad input. NUL bytes (a
-truncated or binary-patched file) are removed from the line and the line counted.
+count saying which it was. A line that is neither is bad input, counted under one
+reason ("not utf-8") with the first bad byte's offset in its example
+(``file:12 (byte 43)``), so that a file's undecodable lines are one count, not one per
+offset. NUL bytes (a truncated or binary-patched file) are removed from the line and
+the line counted.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from contrastive_sentence_embeddings.project_paths import project_relative
 UTF8_BOM = "\ufeff"
 UTF8 = "utf-8"
 NUL = "\x00"
+NUL_REMOVED = "NUL bytes removed"  # the variant a line with NUL bytes is counted under
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class RawFile:
         A line that is not UTF-8 is decoded with ``self.encoding`` when the file is
         declared in another encoding (counted as a variant "decoded as <encoding>"),
         else skipped and counted under "not utf-8" (or raises in strict mode) with
-        its ``file:line``. Every line read counts towards ``report.rows_in``.
+        its ``file:line`` and the offset of its first bad byte. Every line read counts towards ``report.rows_in``.
         """
         legacy = self.encoding.lower().replace("_", "-") not in (UTF8, "utf8", "utf-8-sig")
         with self.path.open("rb") as handle:
@@ -79,19 +83,20 @@ class RawFile:
                 except UnicodeDecodeError as err:
                     label = self.label
                     if not legacy:
-                        handle_bad_input(report, f"not utf-8 (byte {err.start})", f"{label}:{number}", on_bad_input)
+                        handle_bad_input(report, "not utf-8", f"{label}:{number}", on_bad_input,
+                                         detail=f"byte {err.start}")
                         continue
                     try:
                         text = raw.decode(self.encoding)
                     except UnicodeDecodeError as legacy_err:
-                        handle_bad_input(report, f"neither utf-8 nor {self.encoding} (byte {legacy_err.start})",
-                                         f"{label}:{number}", on_bad_input)
+                        handle_bad_input(report, f"neither utf-8 nor {self.encoding}", f"{label}:{number}",
+                                         on_bad_input, detail=f"byte {legacy_err.start}")
                         continue
                     report.variant(f"decoded as {self.encoding} (not utf-8)", where=f"{label}:{number}")
                 if number == 1 and text.startswith(UTF8_BOM):
                     text = text[1:]
                 if NUL in text:
-                    report.variant("NUL bytes removed", where=f"{self.label}:{number}")
+                    report.variant(NUL_REMOVED, where=f"{self.label}:{number}")
                     text = text.replace(NUL, "")
                 yield number, text.rstrip("\r\n")
 

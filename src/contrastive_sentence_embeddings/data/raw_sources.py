@@ -24,16 +24,20 @@ parameter.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+
+from kedro.io import DatasetError
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
@@ -228,38 +232,131 @@ def _fetch_from_hub(
 
 
 # --- publishing a raw file into data/01_raw --------------------------------------------
-def publish_raw_file(raw: RawFile, target: Path) -> str:
-    """Put ``raw`` at ``target`` without copying its bytes where the file system allows,
-    and say how: a mirror file is hard-linked (same file system), else symbolically
-    linked, else copied; a file this run staged (``raw.staged_in``, a Hub download) is
-    moved (or, across file systems, copied) and its staging folder removed once empty.
+# A mirror file this user could change (writable, or owned: an editor's `:w!` makes it
+# writable) is copied up to this size; above it, linked with a warning and a check.
+COPY_LIMIT_ENV_VAR = "CSE_RAW_COPY_LIMIT_MB"
+DEFAULT_COPY_LIMIT_MB = 1024
+_FICLONE = 0x40049409  # Linux's ioctl that shares a file's blocks copy-on-write (btrfs, XFS)
 
-    DVC tracks ``data/01_raw/*`` as outputs of the raw_data stage and copes with all
-    three: it hashes a link's content and, when it commits the stage, replaces the link
-    with a copy from its cache (``cache.type`` reflink,copy), leaving the mirror file
-    itself untouched (mode and link count included); ``dvc status`` is then clean. A
-    plain ``kedro run`` keeps the link. The target appears atomically (written under a
-    temporary name and renamed), and is left as it is when it already is that file
-    (the same inode: a rerun over a linked mirror file)."""
+
+class RawSourceChanged(DatasetError):
+    """A mirror file linked into data/01_raw changed since it was linked (a Kedro
+    ``DatasetError``: a catalog load or save shows the message as it is)."""
+
+
+def copy_limit_bytes() -> int:
+    value = os.environ.get(COPY_LIMIT_ENV_VAR, "").strip()
+    try:
+        return int(float(value) * 1e6) if value else DEFAULT_COPY_LIMIT_MB * 1_000_000
+    except ValueError:
+        raise ValueError(f"{COPY_LIMIT_ENV_VAR}={value!r} is not a number of megabytes") from None
+
+
+def changeable_by_this_user(path: Path) -> bool:
+    """Whether this user could change ``path`` in place: it is writable to them, or
+    theirs (so they, or an editor, can make it writable), on a file system mounted
+    read-write."""
+    try:
+        read_only_mount = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_mount = False
+    if read_only_mount:
+        return False
+    return os.access(path, os.W_OK) or path.stat().st_uid == os.geteuid()
+
+
+def publish_raw_file(raw: RawFile, target: Path, link_record: Path | None = None) -> str:
+    """Put ``raw`` at ``target`` such that editing ``target`` cannot change the mirror
+    (or the Hub cache) it came from, copying as few bytes as that allows, and say how:
+
+    1. a copy-on-write clone (``reflink``, btrfs/XFS): free, and independent;
+    2. a hard link when the source is read-only to this user and not theirs (a shared
+       mirror owned by someone else): no one here can write it, through the link or not;
+    3. a copy when the source is one this user could change and is no larger than
+       ``$CSE_RAW_COPY_LIMIT_MB`` (1024 by default);
+    4. above that, a hard link (else a symbolic one, else a copy), with a warning: an
+       edit of ``target`` would edit the source. Its size and modification time are
+       recorded in ``link_record`` (when given), and a later run that finds them changed
+       stops (:func:`check_linked_source`) naming both paths.
+
+    A file this run staged (``raw.staged_in``, a Hub download) is its own: moved (or,
+    across file systems, copied), and its staging folder removed once empty.
+
+    DVC tracks ``data/01_raw/*`` as outputs of the raw_data stage and copes with every
+    way: it hashes a link's content and, when it commits the stage, replaces the file
+    with one from its cache (``cache.type`` reflink,copy: a clone or a copy), leaving
+    the mirror file itself untouched (mode and link count included); ``dvc status`` is
+    then clean. A plain ``kedro run`` keeps what was published. The target appears
+    atomically (written under a temporary name and renamed), and is left as it is when
+    it already is that file (the same inode: a rerun over a linked mirror file)."""
     target = Path(target)
     source = raw.path.resolve()  # a staged link into the Hub cache: its target
+    ours = raw.staged_in is not None and not raw.path.is_symlink()
+    if link_record is not None and not ours:
+        check_linked_source(target, link_record, linked_now=False)
     if target.exists() and os.path.samefile(target, source):
         return "in place"
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.publishing-{uuid.uuid4().hex[:12]}")
     try:
-        if raw.staged_in is not None and not raw.path.is_symlink():
+        if ours:
             how = _move(source, temporary)
-        else:  # a staged link must not be linked to: its folder is about to go
-            how = _link(source, temporary, symbolic=raw.staged_in is None)
+        else:  # a staged link must not be linked to symbolically: its folder is about to go
+            how = _protected_copy_or_link(source, temporary, target, symbolic=raw.staged_in is None)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    if link_record is not None and not ours:
+        _record_link(link_record, target, source, how)
     if raw.staged_in is not None:
         raw.path.unlink(missing_ok=True)
         _remove_empty_folders(raw.path.parent, raw.staged_in)
     return how
+
+
+def _protected_copy_or_link(source: Path, temporary: Path, target: Path, symbolic: bool) -> str:
+    if _reflink(source, temporary):
+        return "reflink"
+    if not changeable_by_this_user(source):
+        try:
+            os.link(source, temporary)
+            return "hard link to a read-only file"
+        except OSError:  # another file system: a copy, as a symbolic link would be no safer
+            pass
+    size = source.stat().st_size
+    if size <= copy_limit_bytes():
+        shutil.copyfile(source, temporary)
+        return "copy"
+    how = _link(source, temporary, symbolic)
+    if how != "copy":
+        logger.warning(
+            "%s is a %s to %s (%.0f MB, writable by you, over %s=%g for a copy): editing it would edit "
+            "that file and every project linked to it; a later run stops if it changes. To avoid linking, "
+            "make the source read-only to you (owned by another user) or raise %s.",
+            project_relative_or_path(target), how, source, size / 1e6, COPY_LIMIT_ENV_VAR,
+            copy_limit_bytes() / 1e6, COPY_LIMIT_ENV_VAR)
+    return how
+
+
+def project_relative_or_path(path: Path) -> str:
+    from contrastive_sentence_embeddings.project_paths import project_relative
+
+    return project_relative(path)
+
+
+def _reflink(source: Path, target: Path) -> bool:
+    """Clone ``source`` to ``target`` copy-on-write; False where the file system (or
+    the platform) cannot, leaving nothing at ``target``."""
+    try:
+        import fcntl
+
+        with source.open("rb") as reading, target.open("wb") as writing:
+            fcntl.ioctl(writing.fileno(), _FICLONE, reading.fileno())
+        return True
+    except (OSError, ImportError):
+        target.unlink(missing_ok=True)
+        return False
 
 
 def _link(source: Path, target: Path, symbolic: bool) -> str:
@@ -276,6 +373,65 @@ def _link(source: Path, target: Path, symbolic: bool) -> str:
             pass
     shutil.copyfile(source, target)
     return "copy"
+
+
+_LINKS_THAT_SHARE = ("hard link", "symbolic link")
+
+
+def _read_record(link_record: Path) -> dict:
+    try:
+        return json.loads(Path(link_record).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise RawSourceChanged(f"{link_record} is unreadable ({type(err).__name__}: {err}); delete it and run "
+                               "again (it only records which raw files are links to writable sources)") from None
+
+
+def _record_link(link_record: Path, target: Path, source: Path, how: str) -> None:
+    """Remember (or forget) what ``target`` is linked to, with the size and time of the
+    source now, for :func:`check_linked_source`."""
+    from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+
+    records = _read_record(link_record)
+    key = str(target.resolve())
+    if how in _LINKS_THAT_SHARE:
+        status = source.stat()
+        records[key] = {"source": str(source), "how": how, "size": status.st_size, "mtime_ns": status.st_mtime_ns,
+                        "linked": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())}
+    elif key in records:
+        del records[key]
+    else:
+        return
+    Path(link_record).parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(Path(link_record), json.dumps(records, indent=1, sort_keys=True) + "\n")
+
+
+def check_linked_source(target: Path, link_record: Path, linked_now: bool = True) -> None:
+    """Stop when ``target`` was published as a link to a writable source and that source
+    (so, while still linked, ``target`` too) changed since: an edit of a raw file that
+    went into the mirror, or a mirror changed under the project. ``linked_now``: check
+    only while ``target`` is still that link (a reader; DVC replaces the link with its
+    own copy when it commits the stage, and a copy cannot edit the mirror); else
+    whatever ``target`` is now (before it is published again)."""
+    entry = _read_record(link_record).get(str(Path(target).resolve()))
+    if entry is None:
+        return
+    source = Path(entry["source"])
+    try:
+        status = source.stat()
+    except FileNotFoundError:
+        return
+    if linked_now and not (Path(target).exists() and os.path.samefile(target, source)):
+        return
+    if (status.st_size, status.st_mtime_ns) == (entry["size"], entry["mtime_ns"]):
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status.st_mtime_ns / 1e9))
+    raise RawSourceChanged(
+        f"{source} changed since it was linked into {project_relative_or_path(Path(target))} on {entry['linked']} "
+        f"(a {entry['how']}: one file; size {entry['size']} -> {status.st_size} bytes, modified {when}), so an "
+        "edit of the raw file edits the mirror and every project linked to it. Restore the mirror file; if it "
+        f"was updated on purpose, delete {project_relative_or_path(Path(link_record))} and run again.")
 
 
 def _move(source: Path, target: Path) -> str:

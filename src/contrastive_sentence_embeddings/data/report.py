@@ -131,16 +131,20 @@ class StepReport:
 
 
 def handle_bad_input(
-    report: StepReport, reason: str, where: str, on_bad_input: str
+    report: StepReport, reason: str, where: str, on_bad_input: str, detail: str | None = None
 ) -> None:
-    """Skip-and-count a bad row, or raise naming its location in strict mode."""
+    """Skip-and-count a bad row, or raise naming its location in strict mode.
+
+    ``detail`` says where in the row (``byte 43``, ``lines 5-9``): it goes with the
+    example and the error, never into ``reason``, so that one kind of problem is one
+    count however many places it occurs at."""
     if on_bad_input == "error":
-        raise BadInputError(f"{where}: {reason}")
+        raise BadInputError(f"{where}: {reason}" + (f" ({detail})" if detail else ""))
     if on_bad_input != "skip":
         raise ValueError(
             f"on_bad_input must be 'skip' or 'error', got {on_bad_input!r}"
         )
-    report.drop(reason, where=where)
+    report.drop(reason, where=f"{where} ({detail})" if detail else where)
 
 
 def rows_by_input(locations, files_by_input: Mapping[str, Iterable[str]]) -> dict[str, int]:
@@ -175,3 +179,15 @@ def merge_reports(*reports: StepReport | dict[str, Any]) -> dict[str, Any]:
         else:
             merged.update(report)
     return merged
+
+
+def carry_report(error: BaseException, report: StepReport) -> BaseException:
+    """Hand ``report``'s counts so far to ``error``, raised by the step it counts when
+    nothing of its input could be used: the step's node returns nothing, so without
+    this the data report that says why would never be written. The project's hook
+    (``hooks.StoppedStepReportHook``) saves ``error.data_reports`` as the step's
+    report, marked ``stopped`` with the error, so that it is never taken for a
+    finished step's. Returns ``error``."""
+    report.extra["stopped"] = str(error)
+    error.data_reports = {**(getattr(error, "data_reports", None) or {}), report.step: report.to_dict()}
+    return error

@@ -15,7 +15,10 @@ to more than one (:func:`resolve_num_processes`) has its training node fan out:
 3. rank 0 alone writes the result (:func:`write_result`: the trained encoder, its
    tokenizer and metadata, the training curve) into that folder, last of all a
    ``done`` marker; the other ranks write nothing (the trainer's checkpoints, in
-   ``training.checkpoint_dir``, are written by rank 0 too);
+   ``training.checkpoint_dir``, are written by rank 0 too).
+   Meanwhile the node replays the workers' log records (rank 0's from INFO, the
+   others' from WARNING), which they write to that folder, into its own log
+   (``training/worker_logs.py``);
 4. the node reads the result back (:func:`read_result`), removes the folder, and
    returns the model and the curve to the catalog exactly as the single-process path
    does, so ``<method>.model`` is saved by ``datasets.SentenceEncoderDataset`` as
@@ -38,7 +41,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -50,6 +52,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 # The marker of a worker of ours: the launch guard (launch_guard.py) never refuses it.
 from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR as WORKER_ENV
+from contrastive_sentence_embeddings.training import worker_logs
+from contrastive_sentence_embeddings.scratch import die_with_folder_owner, marked_folder, temporary_files_in
 
 logger = logging.getLogger(__name__)
 
@@ -258,10 +262,11 @@ def setup_worker() -> int:
 def worker_main(folder: str) -> None:
     """One worker process of a fan-out (started by :func:`launch`): train the job in
     ``folder``; rank 0 writes the result there."""
+    die_with_folder_owner(Path(folder))  # the Kedro process that made the folder and started this one
     rank = setup_worker()
-    # A spawned process has no logging set up: the main worker logs like the Kedro run.
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"[rank {rank}] %(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A spawned process has no logging set up: its records go to the job folder, and the
+    # training node replays them into the Kedro run's log (training/worker_logs.py).
+    worker_logs.log_to_folder(folder, rank)
     job = TrainingJob.load(folder)
     trained, result = train_job(job, main_process=rank == 0)
     if rank == 0:
@@ -272,7 +277,9 @@ def launch(folder: Path, processes: int, entrypoint: Callable[[str], None] = wor
     """Start ``processes`` workers on this machine with torch's elastic launcher (a
     c10d rendezvous on a free local port, no restarts: a failed worker fails the run)
     and wait for them; each calls ``entrypoint(str(folder))`` (a module-level function:
-    spawned processes import it by name)."""
+    spawned processes import it by name). The launcher's temporary files (its
+    ``pytorch-errorfile-*``, the workers' own) go into ``folder``, which a run that is
+    killed leaves marked for the next run to remove."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -280,20 +287,23 @@ def launch(folder: Path, processes: int, entrypoint: Callable[[str], None] = wor
         min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=f"cse-{uuid.uuid4().hex[:12]}",
         rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=0.5,
         start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(Path(folder) / "launcher_logs")))
-    elastic_launch(config, entrypoint)(str(folder))
+    with temporary_files_in(folder):
+        elastic_launch(config, entrypoint)(str(folder))
 
 
 def train_in_processes(family: str, encoder: str, block: Mapping, tables: Mapping[str, pd.DataFrame],
                        raw_sts: Mapping[str, Callable] | None, processes: int, workdir: str | None = None):
     """A training node's fan-out: prepare the job in a fresh temporary folder, start
     ``processes`` workers, read rank 0's result back; return ``(TrainedEncoder,
-    curve)``. The folder (created here, so ours to delete) is removed either way."""
-    folder = Path(tempfile.mkdtemp(prefix="cse-fanout-", dir=workdir))
+    curve)``. The folder (created here, so ours to delete; marked as this process's, so
+    the next run removes it if this one is killed) is removed either way."""
+    folder = marked_folder("fanout", dir=workdir, purpose="the training workers' job and result")
     try:
         prepare_job(folder, family, encoder, block, tables, raw_sts)
         logger.info("training in %d processes (global batch %d x %d); job in %s", processes, processes,
                     block.get("training", {}).get("batch_size", "?"), folder)
-        launch(folder, processes)
+        with worker_logs.replayed(folder):  # the workers' dev scores, resumption, throughput in this run's log
+            launch(folder, processes)
         return read_result(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -94,9 +94,12 @@ from contrastive_sentence_embeddings.model_fingerprint import (
     lineage_for_save,
 )
 from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.scratch import explained_no_space
 
 logger = logging.getLogger(__name__)
 
+# What to do when a model does not fit on its disk (scratch.explained_no_space).
+MODEL_SPACE_REMEDY = "Free space on that disk, or move the project's data/06_models to a larger one."
 # Files whose presence marks a folder as a saved model that a new save may replace.
 _MODEL_MARKERS = (METADATA_FILE, "config.json", "modules.json")
 # The sentence-transformers files a save writes beside the Hugging Face model, and the
@@ -159,23 +162,24 @@ def save_sentence_encoder(
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = output_dir.parent / f".{output_dir.name}.saving-{uuid.uuid4().hex[:12]}"
-    staging.mkdir()
     try:
-        model.save_pretrained(staging)
-        if not any(staging.glob("model*.safetensors")):
-            raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
-        tokenizer.save_pretrained(staging)
-        _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
-        # What this save wrote (the folder's entries): all a stale model's removal may delete;
-        # the weights' fingerprint, computed once here so that comparing a metrics record with
-        # this model reads no weights; and the models this folder held before, so that their
-        # scores can be told apart from this model's (model_fingerprint.py).
-        metadata_text = json.dumps({
-            **json.loads(metadata_text),
-            "files": sorted([entry.name for entry in staging.iterdir()] + [METADATA_FILE]),
-            FINGERPRINT_KEY: content_fingerprint(staging),
-            EARLIER_KEY: lineage_for_save(output_dir)}, indent=2, ensure_ascii=False) + "\n"
-        (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
+        with explained_no_space(staging, MODEL_SPACE_REMEDY):
+            staging.mkdir()
+            model.save_pretrained(staging)
+            if not any(staging.glob("model*.safetensors")):
+                raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
+            tokenizer.save_pretrained(staging)
+            _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
+            # What this save wrote (the folder's entries): all a stale model's removal may delete;
+            # the weights' fingerprint, computed once here so that comparing a metrics record with
+            # this model reads no weights; and the models this folder held before, so that their
+            # scores can be told apart from this model's (model_fingerprint.py).
+            metadata_text = json.dumps({
+                **json.loads(metadata_text),
+                "files": sorted([entry.name for entry in staging.iterdir()] + [METADATA_FILE]),
+                FINGERPRINT_KEY: content_fingerprint(staging),
+                EARLIER_KEY: lineage_for_save(output_dir)}, indent=2, ensure_ascii=False) + "\n"
+            (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
         _move_into_place(staging, output_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -10,7 +10,10 @@ a dev scorer, and runs:
   warm-up then a linear, cosine or slanted-triangular schedule (or constant),
   gradient-norm clipping, seeded data order;
 * accelerate for the device (CUDA when present, with bf16/fp16 mixed precision
-  there; fp32 on CPU) and for multi-GPU DDP (``accelerate launch``);
+  there; fp32 on CPU) and for DDP over the processes a launcher started (one per
+  GPU, or gloo on CPU without CUDA); before the first step every process checks
+  that accelerate's world is the launcher's and torch.distributed's
+  (:func:`check_world`);
 * dynamic padding: each batch padded to its own longest sentence (the default
   collate);
 * every ``eval_every`` steps (and at step 0 and at the end) the dev scores (STS-B dev,
@@ -45,7 +48,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,6 +62,8 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
+from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
+from contrastive_sentence_embeddings.scratch import explained_no_space
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -70,8 +75,13 @@ ACCELERATE_STATE = "accelerate"
 CHECKPOINT_MARKER = ".cse_trainer_checkpoint"
 _STEP_FOLDER = re.compile(r"^step-(\d+)$")
 _STAGING_PREFIX = ".staging-step-"
+# The checkpoint folders this process has locked (CheckpointStore.claim), by resolved path.
+_CLAIMED: dict[Path, HeldLocks] = {}
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
+# What to do when a checkpoint does not fit on its disk (scratch.explained_no_space).
+CHECKPOINT_SPACE_REMEDY = ("Free space there, or set the method's training.checkpoint_dir to a folder on a larger "
+                           "disk (null: no checkpoints, and no resume).")
 
 
 @dataclass
@@ -94,7 +104,7 @@ class TrainingConfig:
     seed: int = 42
     eval_every: int = 125
     mixed_precision: str = "auto"      # auto: bf16 (or fp16) on CUDA, none on CPU
-    device: str | None = None          # None: CUDA when present; "cpu" forces CPU
+    device: str | None = None          # None: CUDA when present (several processes without it: CPU DDP); "cpu" forces CPU
     checkpoint_dir: str | None = None  # None: no checkpoints (no resume)
     resume: bool = True
     log_every: int = 10
@@ -294,6 +304,57 @@ def build_optimizer(model: torch.nn.Module, config: TrainingConfig) -> torch.opt
     return torch.optim.AdamW(groups, lr=config.learning_rate)
 
 
+def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """``(world size, rank)`` as the launcher that started this process set them:
+    ``WORLD_SIZE``/``RANK`` (the fan-out's elastic launcher, ``torchrun``, ``accelerate
+    launch``) or MPI's variables, which accelerate reads too; ``(1, 0)`` for a process
+    nobody launched."""
+    from contrastive_sentence_embeddings.launch_guard import RANK_VARS, WORLD_SIZE_VARS
+
+    environ = os.environ if environ is None else environ
+    for variable in WORLD_SIZE_VARS:
+        try:
+            return int(environ[variable].strip()), int(environ.get(RANK_VARS[variable], "0").strip())
+        except (KeyError, ValueError):
+            continue
+    return 1, 0
+
+
+def trains_on_cpu(device: str | None, launched_processes: int, cuda_available: bool) -> bool:
+    """Whether accelerate must be told ``cpu=True``: ``device: cpu``, or several launched
+    processes and no CUDA. accelerate joins the launched processes into one DDP run
+    only for a device backend (NCCL on CUDA, ...) or when told CPU (gloo); with
+    neither it still initialises torch.distributed over all of them but reports one
+    process (``DistributedType.NO``): no gradient sync, no data sharding, and every
+    rank believing itself the main one."""
+    return device == "cpu" or (launched_processes > 1 and not cuda_available)
+
+
+def check_world(accelerator_world: tuple[int, int], launcher_world: tuple[int, int],
+                torch_world: tuple[int, int] | None, distributed_type: str = "") -> None:
+    """Refuse to train unless accelerate's ``(num_processes, process_index)`` is the
+    launcher's ``(WORLD_SIZE, RANK)`` and torch.distributed's (when initialised): a
+    process that counts a different world would train on its own while the others wait
+    for it, or gather the others' embeddings as negatives without sharing gradients."""
+    worlds = [accelerator_world, launcher_world] + ([torch_world] if torch_world is not None else [])
+    if all(world == accelerator_world for world in worlds):
+        return
+    torch_text = f"torch.distributed process {torch_world[1]} of {torch_world[0]}" if torch_world else \
+        "torch.distributed not initialised"
+    raise RuntimeError(
+        f"training process RANK={launcher_world[1]} of WORLD_SIZE={launcher_world[0]} ({torch_text}) is process "
+        f"{accelerator_world[1]} of {accelerator_world[0]} for accelerate ({distributed_type or 'its own world'}): "
+        "the processes would not train together; set training.device: cpu to train in CPU processes, "
+        "or training.num_processes: 1")
+
+
+def _torch_world() -> tuple[int, int] | None:
+    """``(world size, rank)`` of torch.distributed, or None when it is not initialised."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_world_size(), torch.distributed.get_rank()
+    return None
+
+
 def _mixed_precision(config: TrainingConfig) -> str:
     if config.mixed_precision != "auto":
         return config.mixed_precision
@@ -320,6 +381,23 @@ class CheckpointStore:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+
+    def claim(self) -> None:
+        """Lock ``root`` for this process (``run_locks``; kept until :meth:`unclaim` or
+        the process ends, however it ends) before anything in it is cleaned up or
+        written, or raise ``LockHeld`` naming the live run that trains into it: its
+        staging folders are not an interrupted run's leftovers, and its checkpoints are
+        not stale. A process that holds the lock already keeps it."""
+        key = self.root.resolve()
+        if key not in _CLAIMED:
+            _CLAIMED[key] = acquire(key.parent, [key.name], what="checkpoint folder",
+                                    advice="Two runs cannot train into one training.checkpoint_dir: wait for that "
+                                           "run to end, stop it, or give this run another checkpoint_dir.")
+
+    def unclaim(self) -> None:
+        held = _CLAIMED.pop(self.root.resolve(), None)
+        if held is not None:
+            held.release()
 
     @staticmethod
     def is_ours(folder: Path) -> bool:
@@ -417,10 +495,20 @@ class CheckpointStore:
 def release_checkpoints(checkpoint_dir: str | Path | None) -> list[Path]:
     """Delete the trainer's checkpoints in ``checkpoint_dir`` (only what the trainer
     wrote there). Call it once the trained model is published: until then the
-    checkpoint is the only copy of the run's result."""
+    checkpoint is the only copy of the run's result. A folder another live run trains
+    into (it holds the lock) is left to that run, with a warning."""
     if not checkpoint_dir:
         return []
-    removed = CheckpointStore(checkpoint_dir).remove_all()
+    store = CheckpointStore(checkpoint_dir)
+    try:
+        store.claim()
+    except LockHeld as busy:
+        logger.warning("the training checkpoints in %s were not removed: %s", checkpoint_dir, busy)
+        return []
+    try:
+        removed = store.remove_all()
+    finally:
+        store.unclaim()
     if removed:
         logger.info("model published: removed the training checkpoint(s) %s", ", ".join(map(str, removed)))
     return removed
@@ -455,9 +543,14 @@ def train(
     # stepped once per optimiser step: accelerate's default steps it once per process
     # (it assumes a step count computed for one process), which with W processes ran the
     # warm-up and decay W times too fast against `steps` below.
-    accelerator = Accelerator(mixed_precision=_mixed_precision(config), cpu=config.device == "cpu",
+    launcher_world = launched_world()
+    accelerator = Accelerator(mixed_precision=_mixed_precision(config),
+                              cpu=trains_on_cpu(config.device, launcher_world[0], torch.cuda.is_available()),
                               step_scheduler_with_optimizer=False,
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+    # Before any collective and any step: every process must see the world it was launched into.
+    check_world((accelerator.num_processes, accelerator.process_index), launcher_world, _torch_world(),
+                str(accelerator.distributed_type))
     processes = accelerator.num_processes
     if accelerator.device.type == "cuda":  # this run's peak, not an earlier run's in the same process
         torch.cuda.reset_peak_memory_stats(accelerator.device)
@@ -500,6 +593,7 @@ def train(
     fingerprint = run_fingerprint(settings, data_fingerprint, core, processes)
     state["fingerprint"] = fingerprint
     if store is not None and accelerator.is_main_process:
+        store.claim()  # before the clean-up: another live run's staging folders are not leftovers
         store.clean_interrupted()
         if (store.root / TRAINER_STATE).is_file():
             logger.warning("%s holds a checkpoint in an older layout; it is not resumed from and left as it is",
@@ -556,6 +650,10 @@ def train(
         # weights, optimiser and schedule are the same on every process) and every
         # process's RNG state, gathered to it, in the files accelerate's load_state reads.
         rng_states = _gather_rng_states(accelerator)
+        with explained_no_space(staging, CHECKPOINT_SPACE_REMEDY):
+            _write_checkpoint(staging, rng_states)
+
+    def _write_checkpoint(staging: Path, rng_states: list) -> None:
         if accelerator.is_main_process:
             # DeCLUTR's masked-LM decoder shares its weight with the word embeddings (and
             # its bias with the head's): safetensors stores one tensor per storage, so
@@ -572,7 +670,11 @@ def train(
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             torch.save(best_state, staging / BEST_WEIGHTS)
-            write_text_atomically(staging / TRAINER_STATE, json.dumps(state, indent=1))  # synced before publish
+            # The loss window under way (a checkpoint between two logged rows): a resumed
+            # run's next row averages the same steps as the uninterrupted run's.
+            window = {"loss": dict(window_loss), "count": window_count, "seconds": time.perf_counter() - window_start}
+            write_text_atomically(staging / TRAINER_STATE,  # synced before publish
+                                  json.dumps({**state, "window": window}, indent=1))
             crash_point("checkpoint:before_publish")
             store.publish(staging, state["step"])
         accelerator.wait_for_everyone()
@@ -581,9 +683,12 @@ def train(
         evaluate()
     model.train()
     started = time.perf_counter() - state["seconds"]
-    window_loss: dict[str, float] = {}
-    window_count = 0
-    window_start = time.perf_counter()
+    # The steps since the last logged row; a checkpoint written before the "window"
+    # entry existed resumes with an empty one.
+    window = state.pop("window", None) or {}
+    window_loss: dict[str, float] = dict(window.get("loss", {}))
+    window_count = int(window.get("count", 0))
+    window_start = time.perf_counter() - float(window.get("seconds", 0.0))
     progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
                     disable=not accelerator.is_local_main_process)
     steps_per_epoch = len(loader)
@@ -656,6 +761,8 @@ def train(
         logger.warning("no training step scored above step 0 on %s: the kept weights are the starting ones "
                        "(the pretrained encoder, with any newly initialised layers; see the training curve)",
                        config.select_by)
+    if store is not None:
+        store.unclaim()
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(settings), "settings_unread": config.unread(),
                            "num_processes": accelerator.num_processes, "peak_memory_gib": round(peak, 3),

@@ -33,11 +33,12 @@ def sentence(rng: random.Random) -> str:
 
 def write_sentences(path, n: int = 60) -> int:
     """``n`` distinct sentences with bad lines between them: a blank line, a line that
-    is not UTF-8 and a duplicate. Returns ``n``."""
+    is neither UTF-8 nor the fallback Windows-1252 (0x81 is in neither) and a
+    duplicate. Returns ``n``."""
     rng = random.Random(0)
     sentences = list(dict.fromkeys(sentence(rng) for _ in range(3 * n)))[:n]
     lines = [s.encode() for s in sentences]
-    lines[10:10] = [b"", b"caf\xe9 noir", sentences[0].encode()]
+    lines[10:10] = [b"", b"caf\x81 noir", sentences[0].encode()]
     path.write_bytes(b"\n".join(lines) + b"\n")
     return n
 
@@ -125,8 +126,8 @@ def test_simcse_trains_on_a_text_file_given_by_runtime_params(simcse_run):
     counts = report(project, "simcse.sentences")
     assert counts["source"] == "my_sentences.txt"
     assert counts["rows_in"] == project.sentences + 3 and counts["rows_out"] == project.sentences
-    assert counts["dropped"] == {"blank sentence": 1, "duplicate": 1, "not utf-8 (byte 3)": 1}
-    assert counts["examples"]["not utf-8 (byte 3)"] == ["my_sentences.txt:12"]
+    assert counts["dropped"] == {"blank sentence": 1, "duplicate": 1, "neither utf-8 nor cp1252": 1}
+    assert counts["examples"]["neither utf-8 nor cp1252"] == ["my_sentences.txt:12 (byte 3)"]
     prepared = datasets.load_from_disk(str(project.root / "data/05_model_input/own/simcse/sentences")).to_pandas()
     assert len(prepared) == project.sentences and prepared["sentence"].is_unique
     saved = metadata(project, "simcse")
@@ -164,3 +165,21 @@ def test_clsr_trains_on_scored_pairs_above_the_threshold(clsr_run):
     assert saved["pairs_dataset"] == "my_pairs.csv"
     assert on_the_leaderboard(project, "clsr_stsb")
     assert not (project.root / "data/05_model_input/stsb_pairs").exists()
+
+
+def test_a_source_with_nothing_usable_stops_the_run_and_still_writes_its_data_report(project):
+    """A gzip file named ``.txt`` (every line is bad): the run stops with an error naming
+    the file and why, and the step's data report, marked stopped, says so in counts
+    (written by the project's hook: the node returns nothing)."""
+    import gzip
+
+    (project.root / "packed.txt").write_bytes(gzip.compress("\n".join(
+        sentence(random.Random(i)) for i in range(3000)).encode()))
+    written = "data/08_reporting/data_report/simcse.sentences.json"
+    (project.root / written).unlink(missing_ok=True)
+    with pytest.raises(Exception, match=rf"packed.txt: not a text file: .*\(the counts: {written}\)") as error:
+        project.run(["simcse"], params={"simcse": {"data": {"sentences": "packed.txt"}}},
+                    node_names=["simcse.prepare_sentences"])
+    counts = report(project, "simcse.sentences")
+    assert counts["stopped"] == str(error.value).removesuffix(f" (the counts: {written})")
+    assert counts["source"] == "packed.txt" and counts["rows_in"] > 0 and counts["rows_out"] == 0

@@ -1,6 +1,9 @@
 """``kedro run --pipelines=simcse`` with ``simcse.training.num_processes: 2``: Kedro runs
 once, and only the training node fans out into two CPU worker processes (torch's
-elastic launcher, gloo, accelerate's DDP). Data preparation and evaluation run once,
+elastic launcher, gloo, accelerate's DDP), with the shipped ``training.device: null``:
+without a GPU that must be a real 2-process world (each worker sees 2 processes, the
+data shared out, the gradients synchronised), not two single processes that only
+gather each other's embeddings. Data preparation and evaluation run once,
 one model is saved and loads in sentence-transformers, and its training equals one
 process training on the same global batch (2 x 8 sentences a step).
 
@@ -34,7 +37,9 @@ PROCESSES = 2
 STEPS = 4
 # lr 1e-2: the loss falls from ln 16 = 2.77 to about 2.1 in four steps, so every step's
 # loss depends visibly on the weights the previous steps produced.
-SETTINGS = dict(max_steps=STEPS, eval_every=2, learning_rate=1e-2, log_every=1, device="cpu")
+# No `device`: the shipped null (CUDA when present). `device: cpu` under DDP is
+# tests/training/test_declutr.py::test_trainer_under_ddp_keeps_processes_in_step's (torchrun).
+SETTINGS = dict(max_steps=STEPS, eval_every=2, learning_rate=1e-2, log_every=1)
 
 
 class NodeRuns(logging.Handler):
@@ -56,6 +61,17 @@ class NodeRuns(logging.Handler):
 
     def started(self, output: str) -> float:
         return next(created for outputs, created in self.runs if output in outputs.strip("[]").split(";"))
+
+
+class Records(logging.Handler):
+    """Every record that reaches a logger of this process (at INFO and above)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
 
 
 @pytest.fixture(scope="module")
@@ -80,14 +96,17 @@ def simcse_block(batch_size: int, num_processes: int) -> dict:
 def fanned_out(tmp_path_factory, mirror_dir, dropout_free_bert):
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(dropout_free_bert), "simcse": simcse_block(PER_PROCESS_BATCH, PROCESSES)})
-    node_runs = NodeRuns()
+    node_runs, package_records = NodeRuns(), Records()
     node_logger = logging.getLogger("kedro.pipeline.node")
+    package_logger = logging.getLogger("contrastive_sentence_embeddings")
     node_logger.addHandler(node_runs)
+    package_logger.addHandler(package_records)
     try:
         scratch.run(["simcse"])
     finally:
         node_logger.removeHandler(node_runs)
-    yield scratch, node_runs
+        package_logger.removeHandler(package_records)
+    yield scratch, node_runs, package_records.records
     scratch.close()
 
 
@@ -95,7 +114,7 @@ def fanned_out(tmp_path_factory, mirror_dir, dropout_free_bert):
 def one_process(fanned_out, dropout_free_bert, mirror_dir):
     """The same training in this one process on the global batch (16), on the
     sentences the pipeline prepared."""
-    scratch, _ = fanned_out
+    scratch, _, _ = fanned_out
     sentences = datasets.load_from_disk(str(scratch.root / "data/05_model_input/wiki_sentences"))["sentence"][:]
     block = simcse_block(PER_PROCESS_BATCH * PROCESSES, 1)
     block["training"]["checkpoint_dir"] = None
@@ -104,7 +123,7 @@ def one_process(fanned_out, dropout_free_bert, mirror_dir):
 
 
 def test_kedro_runs_every_node_once_and_only_training_fans_out(fanned_out):
-    scratch, node_runs = fanned_out
+    scratch, node_runs, _ = fanned_out
     names = [name for name, _ in node_runs.runs]
     assert len(names) == len(set(names)), names
     # data preparation, training, evaluation, leaderboard: once each
@@ -123,8 +142,28 @@ def test_kedro_runs_every_node_once_and_only_training_fans_out(fanned_out):
     assert not list(scratch.root.glob("**/cse-fanout-*"))
 
 
+def test_the_workers_log_lines_reach_the_kedro_log(fanned_out):
+    """Rank 0's INFO records (the dev score at each evaluation, the throughput) are
+    replayed through the Kedro process's loggers, the other rank's INFO is not."""
+    import os
+
+    _, _, records = fanned_out
+    from_workers = [record for record in records if record.process != os.getpid()]
+    trainer = [record.getMessage() for record in from_workers
+               if record.name == "contrastive_sentence_embeddings.training.trainer"]
+    dev_lines = [message for message in trainer if "STS-B dev" in message]
+    assert [message.split(":")[0] for message in dev_lines] == ["[rank 0] step 0", "[rank 0] step 2",
+                                                               "[rank 0] step 4"], trainer
+    assert any(message.startswith(f"[rank 0] trained {STEPS} steps in") for message in trainer), trainer
+    assert not [record for record in from_workers if record.getMessage().startswith("[rank 1]")
+                and record.levelno < logging.WARNING]
+    # Rank 0's in the order it logged them, with its times.
+    rank0 = [record.created for record in from_workers if record.getMessage().startswith("[rank 0]")]
+    assert rank0 == sorted(rank0)
+
+
 def test_one_model_saved_trained_by_two_processes_and_loadable(fanned_out):
-    scratch, _ = fanned_out
+    scratch, _, _ = fanned_out
     models = scratch.root / "data/06_models"
     assert [path.name for path in models.iterdir() if not path.name.startswith(".")] == ["simcse"]
     metadata = json.loads((models / "simcse/cse_metadata.json").read_text())
@@ -139,7 +178,7 @@ def test_one_model_saved_trained_by_two_processes_and_loadable(fanned_out):
 def test_two_processes_train_like_one_process_on_the_global_batch(fanned_out, one_process):
     from transformers import AutoModel
 
-    scratch, _ = fanned_out
+    scratch, _, _ = fanned_out
     reference, result = one_process
     curve = join_curve(pd.read_csv(scratch.root / "data/08_reporting/training_curves/simcse.csv"),
                        pd.read_csv(scratch.root / "data/08_reporting/dev_curves/simcse.csv"))
@@ -175,7 +214,7 @@ def test_cse_train_under_torchrun_publishes_where_evaluation_reads(fanned_out):
 
     from transformers import AutoModel
 
-    scratch, _ = fanned_out
+    scratch, _, _ = fanned_out
     model = scratch.root / "data/06_models/simcse"
     metrics = scratch.root / "data/08_reporting/metrics/simcse.json"
     fanned_out_weights = AutoModel.from_pretrained(model).state_dict()

@@ -8,15 +8,15 @@ report is named after it (``<method>.<input>``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
-
 
 from contrastive_sentence_embeddings.config import LongDocumentsConfig, parse_source, parse_strict
 from contrastive_sentence_embeddings.data import own_data
 from contrastive_sentence_embeddings.data.documents import tokenized_long_documents
 from contrastive_sentence_embeddings.data.parallel import worker_count
-from contrastive_sentence_embeddings.data.report import StepReport
+from contrastive_sentence_embeddings.data.report import EmptyInputError, StepReport, carry_report
 from contrastive_sentence_embeddings.data.wikipedia import clean_and_filter_sentences
 from contrastive_sentence_embeddings.encoders import load_tokenizer
 from contrastive_sentence_embeddings.pipelines.data_processing.nodes import sample_declutr_spans
@@ -34,6 +34,18 @@ def _named(function: Callable, name: str, doc: str) -> Callable:
     return function
 
 
+@contextmanager
+def _report_when_stopped(report: StepReport, label: str) -> Iterator[None]:
+    """A source (``label``) that is not text, or of which nothing is left, stops the
+    node: its counts so far go with the error, for the project's hook to write as the
+    step's data report (``data.report.carry_report``)."""
+    try:
+        yield
+    except (EmptyInputError, own_data.NotTextError) as error:
+        report.extra["source"] = label
+        raise carry_report(error, report)
+
+
 def _finish(report: StepReport, table, label: str) -> Result:
     report.rows_out = len(table)
     report.extra["source"] = label
@@ -49,12 +61,14 @@ def make_prepare_sentences(method: str) -> Callable[..., Result]:
     def prepare_sentences(source: Any, on_bad_input: str, num_proc: int | None = None) -> Result:
         spec = parse_source("sentences", source, where)
         report = StepReport(step)
-        records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, [spec.column],
-                                         spec.FORMATS, report, on_bad_input, spec.max_rows)
-        candidates = own_data.sentence_candidates(records, spec.column, report, on_bad_input, spec.max_chars,
-                                                  spec.origin)
-        kept = clean_and_filter_sentences(candidates, report, spec.min_words, spec.max_words, drop_unk=False,
-                                          what=f"{spec.origin} ({step})", workers=worker_count(num_proc))
+        with _report_when_stopped(report, spec.origin):
+            records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format,
+                                             [spec.column], spec.FORMATS, report, on_bad_input, spec.max_rows,
+                                             spec.encoding, spec.quoting)
+            candidates = own_data.sentence_candidates(records, spec.column, report, on_bad_input, spec.max_chars,
+                                                      spec.origin)
+            kept = clean_and_filter_sentences(candidates, report, spec.min_words, spec.max_words, drop_unk=False,
+                                              what=f"{spec.origin} ({step})", workers=worker_count(num_proc))
         return _finish(report, kept, spec.origin)
 
     return _named(prepare_sentences, "prepare_sentences", f"{method}'s own sentences, cleaned and counted.")
@@ -72,13 +86,15 @@ def make_prepare_documents(method: str) -> Callable[..., Result]:
         spec = parse_source("documents", source, where)
         settings = parse_strict(LongDocumentsConfig, long_documents, "data_processing.long_documents")
         report = StepReport(step)
-        documents = own_data.own_documents(
-            own_data.document_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, spec.column,
-                                      spec.FORMATS, report, on_bad_input, spec.max_rows),
-            report, spec.origin)
-        kept = tokenized_long_documents(documents, load_tokenizer(encoder), spec.min_tokens or settings.min_doc_tokens,
-                                        report, settings.tokenize_batch_size, settings.max_unk_fraction,
-                                        what=f"{spec.origin} ({step})", num_proc=num_proc)
+        with _report_when_stopped(report, spec.origin):
+            documents = own_data.own_documents(
+                own_data.document_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, spec.column,
+                                          spec.FORMATS, report, on_bad_input, spec.max_rows, spec.encoding),
+                report, spec.origin)
+            kept = tokenized_long_documents(documents, load_tokenizer(encoder),
+                                            spec.min_tokens or settings.min_doc_tokens, report,
+                                            settings.tokenize_batch_size, settings.max_unk_fraction,
+                                            what=f"{spec.origin} ({step})", num_proc=num_proc)
         report.extra["encoder"] = encoder
         return _finish(report, kept, spec.origin)
 
@@ -104,10 +120,12 @@ def make_prepare_pairs(method: str) -> Callable[..., Result]:
         spec = parse_source("pairs", source, where)
         report = StepReport(step)
         columns = [spec.column1, spec.column2] + [c for c in (spec.score, spec.label) if c is not None]
-        records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, columns,
-                                         spec.FORMATS, report, on_bad_input, spec.max_rows)
-        pairs = own_data.own_pairs(records, columns, report, on_bad_input, spec.max_chars, spec.origin,
-                                   spec.min_score, spec.kept_labels)
+        with _report_when_stopped(report, spec.origin):
+            records = own_data.table_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, columns,
+                                             spec.FORMATS, report, on_bad_input, spec.max_rows, spec.encoding,
+                                             spec.quoting)
+            pairs = own_data.own_pairs(records, columns, report, on_bad_input, spec.max_chars, spec.origin,
+                                       spec.min_score, spec.kept_labels)
         return _finish(report, pairs, spec.origin)
 
     return _named(prepare_pairs, "prepare_pairs", f"{method}'s own sentence pairs, checked, filtered and counted.")

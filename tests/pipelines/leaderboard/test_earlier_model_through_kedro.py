@@ -1,19 +1,24 @@
 """Through Kedro, the issue's case: SimCSE trained for 4 steps and scored, then retrained
-for 12 steps and stopped before its evaluation (a run of the training nodes alone, which
-is what a kill during evaluation leaves on disk: the new model, the old metrics). The
-run says so when it saves the model; the leaderboard marks the old scores stale with
+for 12 steps in a real `kedro run` killed during its evaluation (after the scoring,
+before the metrics are saved: the new model on disk beside the old metrics). The run
+says so when it saves the model; the leaderboard marks the old scores stale with
 the reason and the command that rescores, summary.json and the experiments ranking mark
 them too, and running that command makes the row current again."""
 
 from __future__ import annotations
 
 import json
-import logging
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
+from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
 from contrastive_sentence_embeddings.experiments import Experiment, ranking_table
 from contrastive_sentence_embeddings.model_fingerprint import model_fingerprint
 from tests.helpers import ScratchProject, base_parameters
@@ -25,15 +30,6 @@ LONGER = {"simcse": {"training": {"max_steps": 12, "eval_every": 12}}}
 SCORED = ["simcse.metrics", "simcse.mteb_results"]
 METRICS = "data/08_reporting/metrics/simcse.json"
 MODEL = "data/06_models/simcse"
-
-
-class ListHandler(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
 
 def leaderboard_row(project) -> pd.Series:
@@ -59,18 +55,20 @@ def test_a_retrained_model_without_its_evaluation_shows_the_old_scores_as_stale_
         assert scored["model_fingerprint"] == model_fingerprint(MODEL)
         assert leaderboard_row(project)["status"] == "current"
 
-        # Retrained for 12 steps; stopped before scoring (the evaluation nodes never ran).
-        # (on the hooks' own logger: the session configures the root logger's handlers anew)
-        heard = ListHandler()
-        hooks_logger = logging.getLogger("contrastive_sentence_embeddings.hooks")
-        hooks_logger.addHandler(heard)
-        try:
-            project.run(["simcse"], params=LONGER, tags=["training"])
-        finally:
-            hooks_logger.removeHandler(heard)
-        warnings = [record.getMessage() for record in heard.records if record.levelno == logging.WARNING and (
-            "newly trained model" in record.getMessage() or "did not score it again" in record.getMessage())]
-        assert len(warnings) == 2 and f"{MODEL} now holds a newly trained model: {METRICS}" in warnings[0]
+        # Retrained for 12 steps and killed in its evaluation (a real `kedro run`, which
+        # exits at once, as under kill -9, after scoring and before the metrics are saved).
+        env = os.environ | {MIRROR_ENV_VAR: str(mirror_dir), CRASH_ENV_VAR: "evaluation:scored",
+                            "COLUMNS": "2000",  # rich's log lines unwrapped
+                            "PYTHONPATH": os.pathsep.join(sys.path),
+                            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        command = [sys.executable, "-m", "kedro", "run", "--pipelines=simcse", f"--to-outputs={','.join(SCORED)}",
+                   "--params=simcse.training.max_steps=12,simcse.training.eval_every=12"]
+        killed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        output = killed.stdout + killed.stderr
+        assert killed.returncode == CRASH_EXIT_CODE, output
+        assert "exiting at evaluation:scored" in output
+        # The run said, when it saved the new model, which scores are now an earlier model's.
+        assert f"{MODEL} now holds a newly trained model: {METRICS}" in " ".join(output.split()), output
         assert json.loads((tmp_path / METRICS).read_text()) == scored  # kept, not deleted
         assert model_fingerprint(MODEL) != scored["model_fingerprint"]
 

@@ -14,33 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from contrastive_sentence_embeddings.encoders import resolve_encoder
+# The key of a model's weights (model_fingerprint.py), importable from here beside the caches keyed on it.
+from contrastive_sentence_embeddings.model_fingerprint import model_fingerprint  # noqa: F401
 
 logger = logging.getLogger(__name__)
-
-
-# Files of a model folder that describe the model but do not change what it computes:
-# the model card is written after evaluation (model_card.py), so counting it would
-# make a model look retrained to the leaderboard and to the embedding caches.
-DOCUMENTATION_FILES = frozenset({"README.md"})
-
-
-def model_fingerprint(path: str) -> str:
-    """A key that changes when the weights change: for a local directory the names,
-    sizes and modification times of its files (not the model card, ``README.md``, nor
-    hidden files such as a card being written); for a Hub id the id itself."""
-    source = Path(resolve_encoder(path))
-    if not source.is_dir():
-        return path
-    digest = hashlib.sha256(str(source.resolve()).encode())
-    for file in sorted(source.rglob("*")):
-        relative = file.relative_to(source)
-        if relative.as_posix() in DOCUMENTATION_FILES or any(part.startswith(".") for part in relative.parts):
-            continue
-        if file.is_file():
-            stat = file.stat()
-            digest.update(f"{relative}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
 
 
 class EmbeddingCache:

@@ -11,11 +11,13 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # The leaderboard node waits for every metrics data set of the graph; those a run does
 # not write get a placeholder. A run that writes metrics without it says so at its end.
 # A change of seeds or parameters leaves no model of the old setting at a loadable path.
+# A new model whose run still has the previous model's scores says so when it is saved.
 # Before any node runs, the data sets the run writes and reads are locked: a second run
 # in the same checkout that needs them stops at once, naming the run that holds them.
 # A data step that stops because nothing of its input is usable still writes its report.
 # A run removes what killed runs left, its workers die with it, SIGTERM acts as Ctrl-C.
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
+    EarlierScoresHook,
     GraphParametersHook,
     LeaderboardOrderingHook,
     RunLockHook,
@@ -31,7 +33,8 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check.
 HOOKS = (GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook(),
-         LeaderboardOrderingHook(), StaleLeaderboardHook(), StoppedStepReportHook(), ScratchHook(), RunLockHook())
+         LeaderboardOrderingHook(), StaleLeaderboardHook(), EarlierScoresHook(), StoppedStepReportHook(), ScratchHook(),
+         RunLockHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

@@ -282,6 +282,42 @@ def test_a_record_without_its_model_here_is_carried(checkout):
     assert leaderboard.record_status(committed, today())[0] == leaderboard.CARRIED
 
 
+def test_the_scores_of_an_earlier_model_of_the_folder_are_stale_and_say_what_to_rerun(tmp_path):
+    """The issue's kill during evaluation: SimCSE scored at 4 steps, retrained in the same
+    folder, its evaluation killed: the record on disk is the earlier model's."""
+    from contrastive_sentence_embeddings.model_fingerprint import EARLIER_KEY, lineage_for_save
+
+    once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
+    folder = tmp_path / "data/06_models/simcse"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"4 steps")
+    (folder / "cse_metadata.json").write_text('{"saved_at": "2027-01-01T09:00:00+00:00"}')
+    scored = record("simcse", 74.0, folder, model_fingerprint(str(folder)), parameters=once)
+    assert leaderboard.record_status(scored, today(once)) == (leaderboard.CURRENT, [])
+    earlier = lineage_for_save(folder)  # what the saver records when it replaces that model
+    (folder / "model.safetensors").write_bytes(b"12 steps")
+    (folder / "cse_metadata.json").write_text(json.dumps({EARLIER_KEY: earlier}))
+    assert leaderboard.record_status(scored, today(once)) == (leaderboard.STALE, [
+        f"scores of an earlier model: the model now in {folder} was trained after these scores were computed; "
+        "rerun `kedro run --namespaces=simcse,card.simcse --tags=evaluation`"])
+    # The transfer scores of that model name the transfer command; a seed's run its method's evaluation.
+    assert leaderboard.record_status(scored, today(once), "transfer")[1][0].endswith(
+        "rerun `kedro run --namespaces=transfer.simcse`")
+    assert leaderboard.evaluation_command("simcse.seed43") == \
+        "kedro run --namespaces=simcse,card.simcse --tags=evaluation"
+    # Other weights the folder never held (produced elsewhere) stay carried.
+    elsewhere = record("simcse", 76.0, folder, "sha256-from-elsewhere", parameters=once)
+    status, [reason] = leaderboard.record_status(elsewhere, today(once))
+    assert status == leaderboard.CARRIED and reason.startswith(f"the model at {folder} is not the one scored")
+    # In the table and the summary DVC shows: stale, with the reason; never current, never left out.
+    from contrastive_sentence_embeddings.evaluation.summary import leaderboard_summary
+
+    table, _ = board({"simcse": scored}, once)
+    row = table.set_index("model").loc["simcse"]
+    assert row["status"] == leaderboard.STALE and row["status_reason"].startswith("scores of an earlier model")
+    assert leaderboard_summary(table)["simcse"] == {"sts_avg": 74.0, "stale": 1}
+
+
 def test_a_seed_summary_is_as_current_as_its_worst_run(checkout):
     _, runs = checkout
     from contrastive_sentence_embeddings.pipelines.evaluation.nodes import aggregate_seed_runs

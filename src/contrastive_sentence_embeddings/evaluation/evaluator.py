@@ -328,6 +328,10 @@ def evaluate_encoder(
         raise ValueError(f"evaluate_encoder takes specs of one encoder, got {sorted(paths)}")
     started = time.perf_counter()
     path = specs[0].path
+    # Taken before the weights are read: a model replaced during the evaluation (another
+    # run saving into the folder) never lends its fingerprint to the scores of this one.
+    fingerprint = model_fingerprint(path)
+    model_metadata = read_model_metadata(resolve_encoder(path))
     encoder = SentenceEncoder.load(path, specs[0].pooling, settings.batch_size, settings.device)
     poolings = list(dict.fromkeys(spec.pooling for spec in specs))
     results: dict[str, dict] = {spec.pooling: {} for spec in specs}
@@ -353,15 +357,12 @@ def evaluate_encoder(
                 results[pooling].update(alignment_uniformity(data.geometry, embedding_of,
                                                              settings.alignment_min_score))
     if data.transfer:
-        for pooling, flat in _transfer_scores(encoder, poolings, data.transfer, settings,
-                                              model_fingerprint(path)).items():
+        for pooling, flat in _transfer_scores(encoder, poolings, data.transfer, settings, fingerprint).items():
             results[pooling].update(flat)
 
     seconds = time.perf_counter() - started
     evaluated_at = utc_now()
-    fingerprint = model_fingerprint(path)
     evaluation_report = data.evaluation_report()
-    model_metadata = read_model_metadata(resolve_encoder(path))
     code = provenance.code_version()
     metrics = {}
     for spec in specs:

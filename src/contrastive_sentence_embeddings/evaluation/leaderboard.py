@@ -10,8 +10,12 @@ produced (``evaluated_at``) and the fingerprint of the weights it scored
 
 Each row has a status (:func:`record_status`): ``current`` (produced here from today's
 code and parameters), ``stale`` (its parameters, encoder, evaluation settings or code
-changed since; ``status_reason`` says which) or ``carried`` (no model behind it here:
-a result committed with the repository or produced elsewhere). Carried rows are shown
+changed since, or its model folder now holds a model trained after these scores:
+"scores of an earlier model"; ``status_reason`` says which, and what to rerun) or
+``carried`` (no model behind it here: a result committed with the repository or
+produced elsewhere). Which model a record scored is compared by the fingerprint of its
+weights (``model_fingerprint.py``: content, not file times), read from the model's
+metadata, so the comparison reads no weights. Carried rows are shown
 apart and never compared or averaged with this checkout's runs; a cell that cannot be
 filled says why (``vs_base_note``, ``transfer_note``).
 """
@@ -136,13 +140,48 @@ def _combine_status(row: dict, older: Mapping) -> None:
 def model_here(path: str, trained: bool) -> str | None:
     """The fingerprint of the model at ``path`` in this checkout (``model_fingerprint``),
     None when there is none: a trained model's folder without ``cse_metadata.json``.
-    An untrained encoder (a Hub id or a folder) is fingerprinted as the evaluator does."""
-    from contrastive_sentence_embeddings.embedding_cache import model_fingerprint
-    from contrastive_sentence_embeddings.encoding import METADATA_FILE
+    An untrained encoder (a Hub id or a folder) is fingerprinted as the evaluator does.
+    A trained model's fingerprint is read from its metadata, not from its weights."""
+    from contrastive_sentence_embeddings.model_fingerprint import METADATA_FILE, model_fingerprint
 
     if trained and not (Path(path) / METADATA_FILE).is_file():
         return None
     return model_fingerprint(path)
+
+
+def earlier_models_here(path: str) -> Mapping[str, str | None]:
+    """The fingerprints of the models the folder ``path`` held before its current one
+    (``model_fingerprint.earlier_models``; none for a Hub id)."""
+    from contrastive_sentence_embeddings.model_fingerprint import earlier_models
+
+    return earlier_models(path) if Path(path).is_dir() else {}
+
+
+def evaluation_command(run: str, scope: str = "sts", baseline: bool = False) -> str:
+    """The command that scores ``run``'s model again (and rewrites its model card):
+    its method's evaluation nodes, or for the transfer tasks its ``transfer.`` namespace
+    (the untrained encoder: the baseline's)."""
+    if baseline:
+        return BASELINE_TRANSFER if scope == "transfer" else BASELINE_EVALUATION
+    method = method_block(run)
+    if scope == "transfer":
+        return f"kedro run --namespaces=transfer.{method}"
+    return f"kedro run --namespaces={method},card.{method} --tags=evaluation"
+
+
+def other_model_reason(path: str, run: str, scope: str, earlier: Mapping[str, str | None],
+                       fingerprint: str, baseline: bool = False) -> tuple[str, str]:
+    """``(status, reason)`` of a record whose model is not the one now at ``path``: the
+    scores of an earlier model of that folder (``earlier``: the fingerprints it held
+    before) are stale, with the command that scores the model now there; those of a
+    model the folder never held (produced elsewhere, or before models recorded what
+    they replaced) are carried."""
+    command = evaluation_command(run, scope, baseline)
+    if fingerprint in earlier:
+        return STALE, (f"scores of an earlier model: the model now in {path} was trained after these scores were "
+                       f"computed; rerun `{command}`")
+    return CARRIED, (f"the model at {path} is not the one scored (other fingerprint: produced elsewhere, or "
+                     f"retrained before models recorded what they replace); `{command}` scores the one there")
 
 
 @dataclass(frozen=True)
@@ -150,8 +189,9 @@ class Today:
     """What a record is compared with: today's run blocks (``config.run_blocks``), the
     encoder, the evaluation settings each kind of record is scored with, the package's
     ``source_hash``, ``fingerprint_of(path, trained)``, the fingerprint of the model
-    at a path here (None: no model there), and the baseline poolings the transfer
-    tasks score (``transfer_evaluation.baseline_poolings``)."""
+    at a path here (None: no model there), the baseline poolings the transfer
+    tasks score (``transfer_evaluation.baseline_poolings``), and ``earlier_models_of(path)``,
+    the fingerprints of the models a folder here held before its current one."""
 
     blocks: Mapping[str, Mapping]
     encoder: str | None
@@ -161,6 +201,7 @@ class Today:
     transfer_overrides: Mapping
     fingerprint_of: Callable[[str, bool], str | None] = model_here
     baseline_transfer_poolings: tuple[str, ...] = ()
+    earlier_models_of: Callable[[str], Mapping[str, str | None]] = earlier_models_here
 
     @classmethod
     def from_parameters(cls, parameters: Mapping, fingerprint_of: Callable[[str, bool], str | None] = model_here,
@@ -226,7 +267,9 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
     if here is None:
         return CARRIED, [f"no model at {path}"]
     if here != fingerprint:
-        return CARRIED, [f"the model at {path} is not the one scored (other fingerprint)"]
+        status, reason = other_model_reason(path, str(run), scope, today.earlier_models_of(path), fingerprint,
+                                            baseline)
+        return status, [reason]
     if not record_provenance:
         return STALE, ["written before records carried provenance: its code and parameters are unknown"]
     reasons = []
@@ -394,10 +437,11 @@ def markdown_table(table: pd.DataFrame, columns: Sequence[str]) -> str:
 STATUS_TEXT = (
     "`status`: **current** = produced here from today's code and parameters (its parameter block and the "
     "package's source hash equal today's, and its model is in its folder with the fingerprint it was scored "
-    "with); **stale** = its parameters, encoder, evaluation settings or code changed since (the cell says "
-    "which): rerun it to refresh; **carried** = no model behind it here (a result committed with the "
-    "repository, or produced elsewhere): shown apart at the end, never compared or averaged with this "
-    "checkout's runs. docs/evaluation.md lists each record's provenance."
+    "with); **stale** = its parameters, encoder, evaluation settings or code changed since, or its model was "
+    "retrained after it was scored; the cell says which, and what to rerun to refresh it; "
+    "**carried** = no model behind it here (a result committed with the repository, or produced elsewhere): "
+    "shown apart at the end, never compared or averaged with this checkout's runs. docs/evaluation.md lists each "
+    "record's provenance."
 )
 
 
@@ -734,6 +778,7 @@ def method_block(model: str) -> str:
 
 
 BASELINE_TRANSFER = "kedro run --nodes=baseline.transfer"
+BASELINE_EVALUATION = "kedro run --nodes=baseline.evaluate,baseline.mteb_results"
 
 
 def add_transfer_notes(table: pd.DataFrame, baseline_poolings: Sequence[str] | None = None) -> pd.DataFrame:

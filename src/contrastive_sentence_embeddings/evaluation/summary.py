@@ -18,8 +18,9 @@ is left out (DVC shows ``-``). Rows the leaderboard marks ``carried`` (results t
 with the repository, with no model behind them here) are left out too: the summary is
 this checkout's runs, so an experiment's summary never shows another run's numbers as
 its own. A row the leaderboard marks ``stale`` (its model is here, but its parameters,
-encoder, evaluation settings or code changed since; the leaderboard's ``status_reason``
-says which) is kept and marked: ``"stale": 1`` in its model's entry, and
+encoder, evaluation settings or code changed since, or the model was retrained after
+these scores: "scores of an earlier model"; the leaderboard's ``status_reason`` says
+which) is kept and marked: ``"stale": 1`` in its model's entry, and
 ``"<pooling>_stale": 1`` beside a stale baseline pooling's score, so ``dvc exp show``
 never shows a stale score as a current one. Keys are short on purpose: DVC's column headers are
 ``<model>.<key>``, and ``dvc exp show`` must fit a terminal.

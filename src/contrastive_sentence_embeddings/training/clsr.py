@@ -109,9 +109,9 @@ def precision_tag(device: torch.device) -> str:
 def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None) -> str:
     """What produced a set of frozen embeddings, for the cache key (the sentences are
     added by ``EmbeddingCache``): the encoder's name, its weights' fingerprint
-    (``embedding_cache.model_fingerprint``: names, sizes and modification times
-    of a local folder's files, so replacing the weights changes it; a Hub id is its
-    own fingerprint), the pooling and the precision (:func:`precision_tag`)."""
+    (``embedding_cache.model_fingerprint``: a hash of a local folder's files' names,
+    sizes and contents, so replacing the weights changes it; a Hub id is its own
+    fingerprint), the pooling and the precision (:func:`precision_tag`)."""
     if fingerprint is None:
         fingerprint = model_fingerprint(encoder_name)
     return f"clsr-frozen|{encoder_name}|{fingerprint}|{check_pooling(pooling)}|{precision_tag(device)}"

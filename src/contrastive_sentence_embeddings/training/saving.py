@@ -87,6 +87,12 @@ import torch
 
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length, read_model_metadata
+from contrastive_sentence_embeddings.model_fingerprint import (
+    EARLIER_KEY,
+    FINGERPRINT_KEY,
+    content_fingerprint,
+    lineage_for_save,
+)
 from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.scratch import explained_no_space
 
@@ -125,8 +131,10 @@ def save_sentence_encoder(
 
     ``metadata`` (JSON-serialisable: method, base encoder, seed, training parameters,
     ...) is written to ``cse_metadata.json`` together with ``pooling``, the library
-    versions (``versions``) and the UTC time of the save (``saved_at``); those three
-    keys are this function's. ``max_seq_length`` is the truncation length that
+    versions (``versions``), the UTC time of the save (``saved_at``), the files it
+    wrote (``files``), the weights' fingerprint (``weights_fingerprint``) and the
+    models the folder held before (``earlier_models``; ``model_fingerprint.py``);
+    those keys are this function's. ``max_seq_length`` is the truncation length that
     sentence-transformers applies (``sentence_bert_config.json``); left at None it
     uses the tokenizer / position-embedding limit, which is also what
     ``SentenceEncoder`` uses, so both truncate identically. ``SentenceEncoder``
@@ -162,9 +170,15 @@ def save_sentence_encoder(
                 raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
             tokenizer.save_pretrained(staging)
             _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
-            # What this save wrote (the folder's entries): all a stale model's removal may delete.
-            metadata_text = json.dumps({**json.loads(metadata_text), "files": sorted(
-                [entry.name for entry in staging.iterdir()] + [METADATA_FILE])}, indent=2, ensure_ascii=False) + "\n"
+            # What this save wrote (the folder's entries): all a stale model's removal may delete;
+            # the weights' fingerprint, computed once here so that comparing a metrics record with
+            # this model reads no weights; and the models this folder held before, so that their
+            # scores can be told apart from this model's (model_fingerprint.py).
+            metadata_text = json.dumps({
+                **json.loads(metadata_text),
+                "files": sorted([entry.name for entry in staging.iterdir()] + [METADATA_FILE]),
+                FINGERPRINT_KEY: content_fingerprint(staging),
+                EARLIER_KEY: lineage_for_save(output_dir)}, indent=2, ensure_ascii=False) + "\n"
             (staging / METADATA_FILE).write_text(metadata_text, encoding="utf-8")  # last: marks a complete model
         _move_into_place(staging, output_dir)
     except BaseException:

@@ -22,6 +22,7 @@ from contrastive_sentence_embeddings.config import (
     evaluation_settings,
     parse_strict,
 )
+from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import read_model_metadata
 from contrastive_sentence_embeddings.evaluation.evaluator import (
     EvaluationData,
@@ -65,6 +66,7 @@ def evaluate_model(model: str, raw_sts: Partitions, raw_transfer: Partitions, ev
     spec = trained_model_spec(model)
     settings = evaluation_settings(evaluation, block.get("evaluation"), f"{spec.name}.evaluation")
     metrics, pairs = score_models([spec], raw_sts, raw_transfer, settings)
+    crash_point("evaluation:scored")  # a kill after the scoring, before Kedro saves the metrics
     return {**metrics[spec.name], "training": training_budget(read_model_metadata(model))}, pairs.get(spec.name, {})
 
 

@@ -44,8 +44,7 @@ from torch import nn
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device
 from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.training.methods import CLSR, Logs
-from contrastive_sentence_embeddings.training.run import TrainedEncoder
+from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +244,10 @@ class CLSRModel(nn.Module):
     ``frozen`` (not a module, never trained or saved here) embeds raw text for the dev
     scorer."""
 
-    def __init__(self, hidden_size: int, method: CLSR, frozen: Encode, pooling: str = "mean"):
+    # ``method`` is the recipe (:class:`.methods.CLSR`), which builds ``f`` and ``g`` and
+    # computes the loss; not imported here, since the recipe imports this module to build
+    # its model.
+    def __init__(self, hidden_size: int, method, frozen: Encode, pooling: str = "mean"):
         super().__init__()
         self.method = method
         self.pooling = check_pooling(pooling)
@@ -253,7 +255,7 @@ class CLSRModel(nn.Module):
         self.heads = method.build_heads(hidden_size)
         self.frozen = FrozenEmbeddings(frozen)
 
-    def forward(self, first: torch.Tensor, second: torch.Tensor) -> Logs:
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.method.loss(self, first, second)
 
     def sentence_encoder(self, tokenizer=None, device=None) -> CLSRSentenceEncoder:
@@ -288,7 +290,7 @@ class TrainedCLSR(TrainedEncoder):
     head: nn.Module | None = field(default=None)
 
 
-def build_clsr_model(method: CLSR, encoder: nn.Module, tokenizer, pooling: str, *, encoder_name: str,
+def build_clsr_model(method, encoder: nn.Module, tokenizer, pooling: str, *, encoder_name: str,
                      cache_dir=None, device=None, seed: int | None = None) -> "CLSRModel":
     """CLSR's trainable model around the frozen ``encoder``: the dev sentences are
     embedded by the frozen encoder (through the disk cache in ``cache_dir``, when

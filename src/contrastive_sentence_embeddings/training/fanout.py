@@ -225,7 +225,7 @@ def read_result(folder: Path):
     """What :func:`write_result` wrote: ``(TrainedEncoder, curve)``."""
     from transformers import AutoModel, AutoTokenizer
 
-    from contrastive_sentence_embeddings.training.run import TrainedEncoder
+    from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder
 
     result = Path(folder) / RESULT_DIR
     if not (result / DONE_MARKER).is_file():

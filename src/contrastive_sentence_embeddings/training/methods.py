@@ -87,7 +87,7 @@ class Method:
     def trained_encoder(self, model: nn.Module, encoder: nn.Module, tokenizer, pooling: str, metadata: dict):
         """What is saved once training is over (heads dropped): the encoder holding
         the kept weights."""
-        from contrastive_sentence_embeddings.training.run import TrainedEncoder
+        from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder
 
         return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata)
 

@@ -41,17 +41,6 @@ def sentence_texts(sentences) -> list[str]:
     return sentences["sentence"].tolist()
 
 
-@dataclass
-class TrainedEncoder:
-    """What a training node hands to the model data set: the bare encoder (heads
-    dropped), its tokenizer, pooling and the metadata saved next to it."""
-
-    encoder: torch.nn.Module
-    tokenizer: object
-    pooling: str
-    metadata: dict = field(default_factory=dict)
-
-
 def load_pretrained(name: str):
     from transformers import AutoModel, AutoTokenizer
 

@@ -33,6 +33,22 @@ from contrastive_sentence_embeddings.config import ParameterError, compose_param
 # it), at the project root.
 OVERLAY_FILE = "params.yaml"
 
+# Keyword arguments to pass to the loader's constructor: Kedro's (``settings`` exports
+# them) and :func:`project_parameters`'s, defined here so that reading the parameters
+# outside a session does not import ``settings`` (whose hooks import the graph, which
+# reads the parameters through this module).
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    # An environment (conf/paper, conf/local) holds only what differs from conf/base:
+    # its parameter blocks are merged into the base blocks key by key.
+    "merge_strategy": {"parameters": "soft"},
+    # "config_patterns": {
+    #     "spark" : ["spark*/"],
+    #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
+    # }
+}
+
 
 class ParameterCommandError(ParameterError, click.ClickException):
     """A parameter error as a command line shows it: the ``kedro`` command prints
@@ -91,8 +107,6 @@ def project_parameters(root: Path, env: str | None = None, runtime_params: dict 
     """The parameters a ``kedro run [--env env] [--params ...]`` in project ``root``
     gets, read outside a session (tests, the graph for kedro-viz and DVC's checks)."""
     from kedro.framework.project import settings
-
-    from contrastive_sentence_embeddings.settings import CONFIG_LOADER_ARGS
 
     conf_source = Path(root) / getattr(settings, "CONF_SOURCE", "conf")
     loader = ProjectConfigLoader(conf_source=str(conf_source), env=env, runtime_params=runtime_params,

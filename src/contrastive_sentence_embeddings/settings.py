@@ -60,22 +60,12 @@ DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
 # parameters also take params.yaml (DVC's experiment overlay: non-null values above the
 # environment, below --params) and fill the shared values (encoder, seed, on_bad_input)
 # into the keys a block leaves null (config_loader.py).
-from contrastive_sentence_embeddings.config_loader import ProjectConfigLoader  # noqa: E402
+from contrastive_sentence_embeddings.config_loader import (  # noqa: E402
+    CONFIG_LOADER_ARGS,  # keyword arguments to the loader's constructor (defined with it)
+    ProjectConfigLoader,
+)
 
 CONFIG_LOADER_CLASS = ProjectConfigLoader
-
-# Keyword arguments to pass to the `CONFIG_LOADER_CLASS` constructor.
-CONFIG_LOADER_ARGS = {
-    "base_env": "base",
-    "default_run_env": "local",
-    # An environment (conf/paper, conf/local) holds only what differs from conf/base:
-    # its parameter blocks are merged into the base blocks key by key.
-    "merge_strategy": {"parameters": "soft"},
-    # "config_patterns": {
-    #     "spark" : ["spark*/"],
-    #     "parameters": ["parameters*", "parameters*/**", "**/parameters*"],
-    # }
-}
 
 # Class that manages Kedro's library components.
 # from kedro.framework.context import KedroContext

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from contrastive_sentence_embeddings.config import method_configs
+from contrastive_sentence_embeddings.parameter_blocks import method_configs
 from contrastive_sentence_embeddings.pipeline_registry import (
     build_graph,
     graph_parameters,
@@ -280,7 +280,8 @@ def test_bytecode_does_not_count_as_a_code_change():
     ],
 )
 def test_a_dvc_list_naming_no_method_or_no_trained_model_is_refused(project, dvc, message):
-    from contrastive_sentence_embeddings.config import ParameterError, validate_parameters
+    from contrastive_sentence_embeddings.config import ParameterError
+    from contrastive_sentence_embeddings.parameter_blocks import validate_parameters
 
     params = {**project[0], "dvc": dvc}
     with pytest.raises(ParameterError, match=message):
@@ -288,7 +289,7 @@ def test_a_dvc_list_naming_no_method_or_no_trained_model_is_refused(project, dvc
 
 
 def test_every_method_can_be_listed_for_dvc(project):
-    from contrastive_sentence_embeddings.config import validate_parameters
+    from contrastive_sentence_embeddings.parameter_blocks import validate_parameters
 
     params = project[0]
     validate_parameters({**params, "dvc": {"train": list(params["methods"]), "transfer": list(params["methods"])}})

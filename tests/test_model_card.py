@@ -15,7 +15,9 @@ import pytest
 import torch
 import yaml
 
-from contrastive_sentence_embeddings.config import DataProcessingConfig, RawDataConfig, parse_strict
+from contrastive_sentence_embeddings.config import parse_strict
+from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
+from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig
 from contrastive_sentence_embeddings.data.raw_sources import hub_dataset_ids
 from contrastive_sentence_embeddings.datasets import ModelCardDataset, SentenceEncoderDataset
 from contrastive_sentence_embeddings.embedding_cache import model_fingerprint

@@ -29,9 +29,10 @@ from datasets import load_from_disk
 import pytest
 import yaml
 
-from contrastive_sentence_embeddings.config import ParameterError, RawDataConfig, method_configs, parse_strict
+from contrastive_sentence_embeddings.config import ParameterError, parse_strict
 from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
-from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR, RAW_SOURCES
+from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR, RAW_SOURCES, RawDataConfig
+from contrastive_sentence_embeddings.parameter_blocks import method_configs
 from tests.helpers import PROJECT_ROOT, ScratchProject
 
 pytestmark = pytest.mark.integration

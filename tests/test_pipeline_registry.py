@@ -15,12 +15,13 @@ import yaml
 from kedro.io import DataCatalog
 from kedro.pipeline import Pipeline
 
-from contrastive_sentence_embeddings.config import ParameterError, method_configs
+from contrastive_sentence_embeddings.config import ParameterError
 from contrastive_sentence_embeddings.hooks import (
     NOT_WRITTEN_BY_THIS_RUN,
     LeaderboardOrderingHook,
     StaleLeaderboardHook,
 )
+from contrastive_sentence_embeddings.parameter_blocks import method_configs
 from contrastive_sentence_embeddings.pipeline_registry import build_graph, graph_parameters, user_pipelines
 from contrastive_sentence_embeddings.pipelines.leaderboard.pipeline import NODE_NAME, is_metrics, ordering_inputs
 from tests.helpers import PROJECT_ROOT, ScratchProject, assert_card_states_the_metrics, base_parameters

@@ -8,10 +8,18 @@ once the configuration is loaded, before any node runs, and names the file(s) th
 the offending key, so a typo in ``conf/paper`` fails at ``kedro run --env paper``'s
 first second, not after hours of data preparation.
 
-The library keeps its own dataclasses (``TrainingConfig``, ``SpanConfig``,
-``EvaluationSettings``, each method's hyper-parameters); this module only says which
-of them parses which block, and adds the blocks that belong to the wiring: a method's
-block (:class:`MethodConfig`) and the top-level ``methods`` list.
+This module is a leaf: it imports nothing of the training, data, evaluation or
+pipelines packages, which all import it (its parsing, the range helpers
+``integer``/``number``/``flag`` their dataclasses declare their values with). It holds
+the blocks that belong to the wiring and the ones no library code owns: a method's
+block's shape (:class:`MethodConfig`), the top-level ``methods`` list, the data
+preparation's sub-blocks, own-data sources, the evaluation's and leaderboard's blocks.
+The library's dataclasses live with the code they configure (``TrainingConfig`` in
+``training/trainer.py``, ``EvaluationSettings`` in ``evaluation/evaluator.py``,
+``SpansParams`` in ``data/spans.py``, ``RawDataConfig`` in ``data/raw_sources.py``, each
+method's hyper-parameters in ``training/methods.py``); ``parameter_blocks.py`` composes
+them: a whole parameter set, or a method's block into its typed
+``training.method_block.MethodBlock``.
 
 The values several blocks share (``encoder``, ``seed``, ``on_bad_input``) are plain
 top-level parameters: a block's key left null takes the shared value
@@ -26,7 +34,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import functools
 import logging
 import math
 import re
@@ -78,10 +85,11 @@ def shown_value(value) -> str:
 # Every numeric or true/false setting declares the values it takes, so that a value of
 # the wrong type or out of range stops the run before any node (the strict check), not
 # hours later as a ZeroDivisionError, a TypeError deep in data preparation, or a run
-# that "succeeds" with nothing learnt (max_steps: -5). The dataclasses of this module
-# declare it on the field (``field(metadata=integer(1))``); the library's own
-# dataclasses in :func:`library_ranges`. tests/test_parameters.py walks every field of
-# every parsed dataclass to prove that none is left unchecked.
+# that "succeeds" with nothing learnt (max_steps: -5). Every parsed dataclass, this
+# module's and the library's (``TrainingConfig``, ``EvaluationSettings``, the methods),
+# declares it on the field (``field(metadata=integer(1))``) with the helpers below.
+# tests/test_parameters.py walks every field of every parsed dataclass to prove that
+# none is left unchecked.
 RANGE = "range"
 SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit unsigned integers
 
@@ -183,49 +191,9 @@ class Labels:
         return "must be a label (text or an integer), a list of labels or null"
 
 
-@functools.cache
-def library_ranges() -> dict[type, dict[str, Allowed]]:
-    """The values of the library dataclasses' numeric and true/false settings, by class
-    and field (the library keeps its dataclasses free of the wiring's checks; these
-    are the ranges in which their code works)."""
-    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
-    from contrastive_sentence_embeddings.training import methods
-    from contrastive_sentence_embeddings.training.trainer import TrainingConfig
-
-    def ranges(**fields: dict) -> dict[str, Allowed]:
-        return {name: metadata[RANGE] for name, metadata in fields.items()}
-
-    temperature = number(0, low_open=True)
-    return {
-        TrainingConfig: ranges(
-            learning_rate=number(0, low_open=True), batch_size=integer(1), epochs=integer(1),
-            max_steps=integer(1, null=True), max_length=integer(1), weight_decay=number(0), momentum=number(0, 1),
-            warmup_ratio=number(0, 1), cut_fraction=number(0, 1, low_open=True),  # DeCLUTR's schedule divides by it
-            max_grad_norm=number(0, low_open=True, null=True), seed=random_seed(),
-            eval_every=integer(0),  # 0: only at the start and the end
-            resume=flag(), log_every=integer(1), num_processes=integer(1, words=("auto",))),
-        EvaluationSettings: ranges(
-            sts=flag(), transfer=flag(), alignment=flag(), transfer_seed=random_seed(), k_folds=integer(2),
-            alignment_min_score=number(0, 5), batch_size=integer(1), sts_bootstrap_resamples=integer(0),
-            sts_bootstrap_seed=random_seed(), sts_confidence_level=number(0, 1, low_open=True, high_open=True)),
-        methods.SimCSE: ranges(temperature=temperature, use_mlp=flag()),
-        methods.SCD: ranges(
-            rate_a=number(0, 1, high_open=True), rate_b=number(0, 1, high_open=True),  # dropout rates
-            self_contrast_weight=number(0), decorrelation_weight=number(0), off_diagonal_weight=number(0),
-            projector_widths=integer(1, each=True)),
-        methods.ImSimCSE: ranges(temperature=temperature, m=number(0, 1), dcl_weight=number(0),
-                                 dcl_temperature=temperature),
-        methods.DeCLUTR: ranges(temperature=temperature, mlm=flag(),
-                                mlm_probability=number(0, 1, low_open=True, high_open=True), bucket_tokens=integer(1)),
-        methods.CLSR: ranges(temperature=temperature, hidden_width=integer(1, null=True)),
-    }
-
-
 def ranges_of(cls) -> dict[str, Allowed]:
-    """``cls``'s settings that declare their values, by field name: on the field, or in
-    :func:`library_ranges`."""
-    declared = {f.name: f.metadata[RANGE] for f in dataclasses.fields(cls) if RANGE in f.metadata}
-    return {**library_ranges().get(cls, {}), **declared}
+    """``cls``'s settings that declare their values (on the field), by field name."""
+    return {f.name: f.metadata[RANGE] for f in dataclasses.fields(cls) if RANGE in f.metadata}
 
 
 def check_values(cls, params: Mapping, where: str) -> None:
@@ -241,7 +209,7 @@ def check_values(cls, params: Mapping, where: str) -> None:
                 raise ParameterValueError(f"{where}.{name}", params[name], problem)
 
 
-def _check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:
+def check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:
     if not isinstance(params, Mapping):
         raise ParameterError(f"{where}: expected a mapping of parameters, got {type(params).__name__} {params!r}")
     known = {f.name for f in dataclasses.fields(cls)}
@@ -261,7 +229,7 @@ def parse_strict(cls, params: Mapping | None, where: str, required: Iterable[str
     """``cls(**params)`` for a dataclass ``cls``, refusing keys it does not declare;
     errors from the dataclass's own checks are re-raised with ``where`` in front."""
     params = {} if params is None else params
-    _check_keys(cls, params, where, required)
+    check_keys(cls, params, where, required)
     check_values(cls, params, where)
     try:
         return cls(**dict(params))
@@ -271,7 +239,7 @@ def parse_strict(cls, params: Mapping | None, where: str, required: Iterable[str
         raise ParameterError(f"{where}: {error}", key=where) from error
 
 
-def _check_on_bad_input(value: str, where: str) -> str:
+def check_on_bad_input(value: str, where: str) -> str:
     if value not in ON_BAD_INPUT:
         raise ParameterError(f"{where}: on_bad_input must be one of {ON_BAD_INPUT}, got {value!r}")
     return value
@@ -305,40 +273,6 @@ class LongDocumentsConfig:
 
 
 @dataclass(frozen=True)
-class SpansParams:
-    """``data_processing.declutr_spans``: :class:`~.data.spans.SpanConfig` plus the
-    sampling seed and the number of epochs of spans."""
-
-    num_anchors: int = field(default=2, metadata=integer(1))
-    num_positives: int = field(default=2, metadata=integer(1))
-    min_length: int = field(default=32, metadata=integer(1))
-    max_length: int = field(default=512, metadata=integer(1))
-    anchor_gap: int = field(default=0, metadata=integer(0))
-    anchor_placement: str = "uniform"   # uniform (any valid position) or reference (the released sampler's cells)
-    epochs: int = field(default=1, metadata=integer(1))
-    seed: int = field(default=42, metadata=random_seed())
-
-    REQUIRED = ("num_anchors", "num_positives", "min_length", "max_length", "epochs", "seed")
-
-    @classmethod
-    def from_params(cls, params: Mapping, where: str = "data_processing.declutr_spans") -> "SpansParams":
-        """The block parsed strictly, its span settings checked by ``SpanConfig``."""
-        settings = parse_strict(cls, params, where, required=cls.REQUIRED)
-        try:
-            settings.span_config()
-        except ValueError as error:
-            raise ParameterError(f"{where}: {error}", key=where) from error
-        return settings
-
-    def span_config(self):
-        from contrastive_sentence_embeddings.data.spans import SpanConfig
-
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values.pop("epochs"), values.pop("seed")
-        return SpanConfig(**values)
-
-
-@dataclass(frozen=True)
 class StsbPairsConfig:
     splits: list = field(default_factory=lambda: ["train"])
     min_score: float = field(default=4.0, metadata=number(0, 5))  # STS-B's scores run from 0 to 5
@@ -347,65 +281,6 @@ class StsbPairsConfig:
 @dataclass(frozen=True)
 class NliPairsConfig:
     splits: list | None = None
-
-
-@dataclass(frozen=True)
-class DataProcessingConfig:
-    on_bad_input: str = "skip"
-    # Worker processes of the data preparation (tokenising, filtering, splitting,
-    # sampling): None takes the cores this process may use (data.parallel).
-    num_proc: int | None = field(default=None, metadata=integer(1, null=True))
-    wiki_sentences: WikiSentencesConfig = field(default_factory=WikiSentencesConfig)
-    long_documents: LongDocumentsConfig = field(default_factory=LongDocumentsConfig)
-    declutr_spans: SpansParams = field(default_factory=SpansParams)
-    stsb_pairs: StsbPairsConfig = field(default_factory=StsbPairsConfig)
-    nli_pairs: NliPairsConfig = field(default_factory=NliPairsConfig)
-
-    @classmethod
-    def from_params(cls, params: Mapping, where: str = "data_processing") -> "DataProcessingConfig":
-        _check_keys(cls, params, where)
-        check_values(cls, params, where)
-        nested = {"wiki_sentences": WikiSentencesConfig, "long_documents": LongDocumentsConfig,
-                  "declutr_spans": SpansParams, "stsb_pairs": StsbPairsConfig, "nli_pairs": NliPairsConfig}
-        values = {key: parse_strict(kind, params.get(key), f"{where}.{key}") for key, kind in nested.items()
-                  if key != "declutr_spans"}
-        values["declutr_spans"] = SpansParams.from_params(params.get("declutr_spans") or {}, f"{where}.declutr_spans")
-        values["on_bad_input"] = _check_on_bad_input(params.get("on_bad_input", "skip"), f"{where}.on_bad_input")
-        values["num_proc"] = params.get("num_proc")  # null: the cores available
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class RawDataConfig:
-    """``raw_data``: where each raw source comes from. ``mode`` for every source, and
-    ``source_modes`` for the sources that must come from elsewhere: at paper scale the
-    training data come from the Hub, but the transfer tasks have no Hub copy, so they
-    come from the mirror (and STS from the mirror when it has SentEval's files)."""
-
-    mode: str = "auto"
-    mirror_dir: str | None = None
-    hub: dict = field(default_factory=dict)
-    source_modes: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from contrastive_sentence_embeddings.data.raw_sources import MODES, RAW_SOURCES
-
-        for where, mode in [("mode", self.mode), *((f"source_modes.{k}", v) for k, v in self.source_modes.items())]:
-            if mode not in MODES:
-                raise ValueError(f"{where} must be auto, mirror or hub, got {mode!r}")
-        unknown = sorted(set(self.source_modes) - set(RAW_SOURCES))
-        if unknown:
-            raise ValueError(f"source_modes names unknown raw source(s) {', '.join(unknown)}; "
-                             f"the sources are {', '.join(RAW_SOURCES)}")
-        if (self.hub or {}).get("sts") is not None:
-            # Checked here too, not only when the download starts: a misspelt revision
-            # key would otherwise fetch the newest rows in silence.
-            from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions
-
-            parse_strict(StsHubOptions, self.hub["sts"], "raw_data.hub.sts")
-
-    def mode_for(self, source: str) -> str:
-        return self.source_modes.get(source, self.mode)
 
 
 # --- evaluation -------------------------------------------------------------------------
@@ -462,20 +337,6 @@ class LeaderboardConfig:
     def __post_init__(self) -> None:
         if self.bootstrap_resamples < 1 or not 0 < self.alpha < 1:
             raise ValueError("bootstrap_resamples must be positive and alpha in (0, 1)")
-
-
-def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None, where: str = "evaluation"):
-    """``params:evaluation`` with a block's overrides on top, parsed strictly."""
-    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
-
-    merged = {**evaluation, **(overrides or {})}
-    check_values(EvaluationSettings, evaluation, "evaluation")
-    check_values(EvaluationSettings, overrides or {}, where)
-    try:
-        return EvaluationSettings.from_params(merged)
-    except ValueError as error:
-        raise ParameterError(f"{where}: {error}", key=_named_key(error, where),
-                             accepted=_accepted_if_unknown(error, EvaluationSettings)) from error
 
 
 # --- your own data ---------------------------------------------------------------------
@@ -651,7 +512,7 @@ def check_data_set_names(params: Mapping, readable: Iterable[str], project: Path
     neither the parameter nor the reading. ``project``: where a relative path is read
     from, to say when a file of that name is there."""
     readable = set(readable)
-    for name, config in method_configs(params).items():
+    for name, config in listed_method_configs(params).items():
         for input_name, value in config.data.items():
             if is_dataset_name(value) and value not in readable:
                 raise ParameterValueError(f"{name}.data.{input_name}", value,
@@ -722,6 +583,11 @@ class MethodConfig:
     input names to catalog data sets where they differ from the family's defaults
     (CLSR on NLI: ``{pairs: nli_pairs}``), or to a source of the user's own data (a
     path, or a mapping parsed by :data:`SOURCE_TYPES`; ``docs/own_data.md``).
+
+    This is the block's shape: its keys and the values it checks alone. What ``kind``,
+    ``method`` and ``training`` take is the training package's to say:
+    :class:`~contrastive_sentence_embeddings.training.method_block.MethodBlock` parses
+    the whole block once, into the typed objects a run trains with.
     """
 
     kind: str
@@ -735,55 +601,15 @@ class MethodConfig:
 
     @classmethod
     def from_params(cls, params: Mapping, name: str) -> "MethodConfig":
-        from contrastive_sentence_embeddings.pooling import check_pooling
-        from contrastive_sentence_embeddings.training.methods import method_class
-        from contrastive_sentence_embeddings.training.trainer import TrainingConfig
-
+        """The block's keys (``kind`` and ``pooling`` required) and ``seeds``."""
         config = parse_strict(cls, params, name, required=("kind", "pooling"))
-        try:
-            kind = method_class(config.kind)
-            check_pooling(config.pooling)
-        except ValueError as error:
-            raise ParameterError(f"{name}: {error}") from error
-        family = FAMILIES.get(kind.family)
-        if family is None:
-            raise ParameterError(f"{name}: kind {config.kind!r} has no training pipeline (family {kind.family!r})")
-        unknown_inputs = sorted(set(config.data) - set(family))
-        if unknown_inputs:
-            raise ParameterError(f"unknown parameter(s) {', '.join(f'{name}.data.{k}' for k in unknown_inputs)}; "
-                                 f"the {kind.family} pipeline reads: {', '.join(family)}",
-                                 key=f"{name}.data.{unknown_inputs[0]}", accepted=family)
-        config.sources(name)  # every own-data source parses, or the error names it
         if config.seeds is not None:
             seeds = config.seeds
             if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
                     or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds)):
                 raise ParameterError(f"{name}.seeds must be null or a list of distinct non-negative integers, "
                                      f"got {seeds!r}", key=f"{name}.seeds")
-        parsed = {}
-        for what, parse, schema in (("method", lambda p: kind.from_params(p), kind),
-                                    ("training", lambda p: TrainingConfig.from_params(dict(p)), TrainingConfig)):
-            check_values(schema, getattr(config, what) or {}, f"{name}.{what}")
-            try:
-                parsed[what] = parse(dict(getattr(config, what) or {}))
-            except ValueError as error:
-                key = _named_key(error, f"{name}.{what}")
-                if key and str(error).startswith(f"{key.rsplit('.', 1)[-1]} must"):  # "x must be ...": say whose x
-                    raise ParameterError(f"{name}.{what}.{error}", key=key) from error
-                raise ParameterError(f"{name}.{what}: {error}", key=key,
-                                     accepted=_accepted_if_unknown(error, schema)) from error
-        if kind.family not in FANOUT_FAMILIES and parsed["training"].num_processes != 1:
-            raise ParameterError(
-                f"{name}.training.num_processes must be 1 for {config.kind}: the {kind.family} family trains a small "
-                "network on cached embeddings and is not fanned out over processes",
-                key=f"{name}.training.num_processes")
         return config
-
-    @property
-    def family(self) -> str:
-        from contrastive_sentence_embeddings.training.methods import method_class
-
-        return method_class(self.kind).family
 
     def run_names(self, name: str) -> dict[str, int | None]:
         """The namespaces this method runs under: ``{name: None}`` for one run with
@@ -803,12 +629,23 @@ class MethodConfig:
                                  key=f"{name}.data.spans")
         return sources
 
-    def inputs(self, name: str | None = None) -> dict[str, str]:
-        """The family pipeline's input names -> this method's catalog data sets: the
+    def check_inputs(self, family: str, name: str) -> None:
+        """``data`` names only inputs of the ``family`` pipeline (the kind's)."""
+        inputs = FAMILIES.get(family)
+        if inputs is None:
+            raise ParameterError(f"{name}: kind {self.kind!r} has no training pipeline (family {family!r})")
+        unknown_inputs = sorted(set(self.data) - set(inputs))
+        if unknown_inputs:
+            raise ParameterError(f"unknown parameter(s) {', '.join(f'{name}.data.{k}' for k in unknown_inputs)}; "
+                                 f"the {family} pipeline reads: {', '.join(inputs)}",
+                                 key=f"{name}.data.{unknown_inputs[0]}", accepted=inputs)
+
+    def inputs(self, family: str, name: str | None = None) -> dict[str, str]:
+        """The ``family`` pipeline's input names -> this method's catalog data sets: the
         family's defaults, the data sets ``data`` names, and for own data the data sets
         the method's preparation writes (``<name>.own_<input>``; own documents bring
         their own ``<name>.own_spans``)."""
-        mapping = {**FAMILIES[self.family], **{k: v for k, v in self.data.items() if is_dataset_name(v)}}
+        mapping = {**FAMILIES[family], **{k: v for k, v in self.data.items() if is_dataset_name(v)}}
         sources = self.sources(name or "method")
         if sources and name is None:
             raise ValueError("a method reading its own data needs its name to name its prepared data sets")
@@ -818,16 +655,12 @@ class MethodConfig:
             mapping["spans"] = own_dataset(name, "spans")
         return mapping
 
-    def data_label(self, input_name: str) -> str:
-        """What ``input_name`` is read from, as recorded with the model: a catalog data
-        set name, or the own-data source (its path or ``hub:<id>:<split>``)."""
-        value = self.data.get(input_name, FAMILIES[self.family].get(input_name))
+    def data_label(self, family: str, input_name: str) -> str:
+        """What ``input_name`` of the ``family`` pipeline is read from, as recorded with
+        the model: a catalog data set name, or the own-data source (its path or
+        ``hub:<id>:<split>``)."""
+        value = self.data.get(input_name, FAMILIES[family].get(input_name))
         return value if is_dataset_name(value) else parse_source(input_name, value, f"data.{input_name}").origin
-
-    def training_config(self):
-        from contrastive_sentence_embeddings.training.trainer import TrainingConfig
-
-        return TrainingConfig.from_params(dict(self.training))
 
 
 def seeded_block(block: Mapping, seed: int) -> dict:
@@ -851,7 +684,7 @@ def run_blocks(params: Mapping) -> dict[str, dict]:
     in the catalog), so a hash of it identifies the run's configuration. Each block is
     a copy: nothing done to it reaches ``params``."""
     blocks: dict[str, dict] = {}
-    for name, config in method_configs(params).items():
+    for name, config in listed_method_configs(params).items():
         for run, seed in config.run_names(name).items():
             block = copy.deepcopy(dict(params[name]))
             blocks[run] = block if seed is None else seeded_block(block, seed)
@@ -883,7 +716,10 @@ def method_names(params: Mapping) -> list[str]:
     return names
 
 
-def method_configs(params: Mapping) -> dict[str, MethodConfig]:
+def listed_method_configs(params: Mapping) -> dict[str, MethodConfig]:
+    """The blocks of the ``methods`` list, by name, parsed for their shape only
+    (:meth:`MethodConfig.from_params`); ``parameter_blocks.method_configs`` parses them
+    fully."""
     check_shared_values(params)  # a method's null training.seed holds the shared seed: name that one if bad
     return {name: MethodConfig.from_params(params[name], name) for name in method_names(params)}
 
@@ -897,44 +733,6 @@ TOP_LEVEL_VALUES = (*SHARED_VALUES, "methods")
 # holds the shared value, and a bad one must be named where it was given (``seed``),
 # not in the first block that took it.
 SHARED_RANGES = {"seed": Allowed(int, 0, SEED_MAX)}
-
-
-def validate_parameters(params: Mapping) -> None:
-    """Parse every block of the merged parameters; raise :class:`ParameterError` on the
-    first problem. A top-level key that is neither a shared value, a known block nor a
-    listed method is an error too (a misspelt block name would otherwise be unused)."""
-    check_shared_values(params)
-    names = method_names(params)
-    blocks = {
-        "raw_data": lambda p: parse_strict(RawDataConfig, p, "raw_data"),
-        "data_processing": DataProcessingConfig.from_params,
-        "evaluation": lambda p: evaluation_settings(p, where="evaluation"),
-        "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
-        "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
-        "leaderboard": lambda p: parse_strict(LeaderboardConfig, p, "leaderboard"),
-        "dvc": lambda p: parse_strict(DvcStagesConfig, p, "dvc").check(names),
-    }
-    unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))
-    if unknown:
-        raise ParameterError(
-            f"unknown top-level parameter(s) {', '.join(unknown)}: not a shared value ({', '.join(TOP_LEVEL_VALUES)}), "
-            f"a block ({', '.join(blocks)}) or a method listed in `methods` ({', '.join(names)})",
-            key=unknown[0], accepted=[*TOP_LEVEL_VALUES, *blocks, *names],
-        )
-    for key, parse in blocks.items():
-        if key in params:
-            parse(params[key])
-    _check_on_bad_input(params.get("on_bad_input", "skip"), "on_bad_input")
-    configs = method_configs(params)
-    evaluation = params.get("evaluation", {})
-    for name, config in configs.items():
-        evaluation_settings(evaluation, config.evaluation, where=f"{name}.evaluation")
-    # The baseline's and the transfer instances' own overrides of the evaluation.
-    if "baseline" in params:
-        evaluation_settings(evaluation, (params["baseline"] or {}).get("overrides"), where="baseline.overrides")
-    if "transfer_evaluation" in params:
-        evaluation_settings(evaluation, (params["transfer_evaluation"] or {}).get("evaluation"),
-                            where="transfer_evaluation.evaluation")
 
 
 def check_shared_values(params: Mapping) -> None:
@@ -1129,7 +927,7 @@ def files_setting(key_path: str, conf_dirs: Iterable[Path]) -> list[str]:
     return found
 
 
-def _named_key(error: BaseException, where: str) -> str | None:
+def named_key(error: BaseException, where: str) -> str | None:
     """The key a library dataclass's "unknown ... parameter(s)" message names, under
     ``where`` (``TrainingConfig`` and the methods word it their own way)."""
     import re
@@ -1138,7 +936,7 @@ def _named_key(error: BaseException, where: str) -> str | None:
     return f"{where}.{match.group(1)}" if match else None
 
 
-def _accepted_if_unknown(error: BaseException, schema) -> list[str] | None:
+def accepted_if_unknown(error: BaseException, schema) -> list[str] | None:
     """The keys dataclass ``schema`` takes when ``error`` is its "unknown parameter"
     error (for the "did you mean" of the message), else None."""
     if re.search(r"unknown [\w ]*parameter\(s\)", str(error)):

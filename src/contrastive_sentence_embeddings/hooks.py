@@ -16,10 +16,9 @@ from contrastive_sentence_embeddings.config import (
     check_data_set_names,
     check_overlay_keys,
     explain_parameter_error,
-    method_configs,
+    listed_method_configs,
     offending_key,
     run_blocks,
-    validate_parameters,
     where_set,
 )
 from contrastive_sentence_embeddings.config_loader import OVERLAY_FILE, ParameterCommandError
@@ -70,7 +69,7 @@ class GraphParametersHook:
 
 
 class StrictParametersHook:
-    """Parses every parameter block (``config.validate_parameters``) and checks every key
+    """Parses every parameter block (``parameter_blocks.validate_parameters``) and checks every key
     ``params.yaml`` lists as soon as the configuration is loaded, before any node runs,
     so a typo fails at once instead of being ignored (or failing hours into a run). The
     error is one line naming the key, where it was set (``--params``, ``params.yaml`` or
@@ -86,6 +85,8 @@ class StrictParametersHook:
         try:
             parameters = context.params
             check_overlay_keys(overlay, parameters, OVERLAY_FILE)
+            from contrastive_sentence_embeddings.parameter_blocks import validate_parameters
+
             validate_parameters(parameters)
             check_data_set_names(parameters, readable_data_sets(loader, parameters), Path(context.project_path))
         except ParameterCommandError:
@@ -117,6 +118,8 @@ def readable_data_sets(loader, parameters: Mapping) -> set[str]:
         entries = {name for name in loader["catalog"] if "{" not in name}
     except MissingConfigException:
         entries = set()
+    from contrastive_sentence_embeddings.parameter_blocks import method_configs
+
     return entries | build_graph(method_configs(parameters)).all_outputs()
 
 
@@ -250,7 +253,7 @@ class StaleModelsHook:
         if parameters is None:
             return
         try:
-            configs = method_configs(parameters)
+            configs = listed_method_configs(parameters)  # the run names only
         except ParameterError:
             return  # StrictParametersHook has reported it
         for name, config in configs.items():

@@ -284,7 +284,7 @@ def training_sources(reports: Mapping[str, Mapping] | Iterable[str], data_proces
     """The raw sources (``data/01_raw/<source>``) whose rows reached the training data
     prepared by the steps of ``reports`` (``{step: report}``; step names alone when
     there is no report), as ``data_processing`` (a parsed
-    ``config.DataProcessingConfig``) chose them: e.g. the sentence candidates read
+    ``parameter_blocks.DataProcessingConfig``) chose them: e.g. the sentence candidates read
     ``wiki`` and/or ``longdocs`` by ``wiki_sentences.inputs``. An input that the
     reports' per-input counts show with no row out (:func:`empty_inputs`) is left
     out: it was read, but nothing of it was trained on."""

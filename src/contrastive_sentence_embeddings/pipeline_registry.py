@@ -43,7 +43,8 @@ from pathlib import Path
 
 from kedro.pipeline import Pipeline
 
-from contrastive_sentence_embeddings.config import MethodConfig, method_configs
+from contrastive_sentence_embeddings.parameter_blocks import method_configs
+from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.pipelines import (
     data_processing,
     evaluation,
@@ -74,7 +75,7 @@ def data_reports(graph: Pipeline, run: str) -> list[str]:
     return sorted(output for output in upstream.all_outputs() if output.startswith("report_"))
 
 
-def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
+def method_pipeline(name: str, config: MethodBlock) -> Pipeline:
     """``name``'s training (its family's template) and scoring, under namespace
     ``name``: ``<name>.model``, ``<name>.training_curve``, ``<name>.metrics``. With
     ``seeds``, one such run per seed under ``<name>.seed<k>`` (reading the block
@@ -106,7 +107,7 @@ def method_pipeline(name: str, config: MethodConfig) -> Pipeline:
     return pipeline
 
 
-def card_pipeline(name: str, config: MethodConfig, graph: Pipeline) -> Pipeline:
+def card_pipeline(name: str, config: MethodBlock, graph: Pipeline) -> Pipeline:
     """The model card of each of ``name``'s runs, under namespace ``card.<run>``:
     ``<run>.model`` and ``<run>.metrics`` and the reports of the data steps that fed
     the training in ``graph`` -> ``<run>.model_card`` (README.md in the model's folder)."""
@@ -124,14 +125,14 @@ def card_pipeline(name: str, config: MethodConfig, graph: Pipeline) -> Pipeline:
     return pipeline
 
 
-def own_data_pipeline(name: str, config: MethodConfig) -> Pipeline:
+def own_data_pipeline(name: str, config: MethodBlock) -> Pipeline:
     """The preparation of ``name``'s own data: for every template input whose
     ``data.<input>`` is a source (a path or a mapping), not a catalog data set, the
     ``own_data`` template under namespace ``name``, reading ``params:<name>.data.<input>``
     and writing ``<name>.own_<input>`` and its report ``report_<name>.<input>``. Every
     seed of the method trains on the same prepared data."""
     pipeline = Pipeline([])
-    for input_name in config.sources(name):
+    for input_name in config.sources:
         template = own_data.create_pipeline(input_name, name)
         reports = ({"report_documents": f"report_{name}.documents", "report_spans": f"report_{name}.spans"}
                    if input_name == "documents" else {"report": f"report_{name}.{input_name}"})
@@ -146,12 +147,12 @@ def own_data_pipeline(name: str, config: MethodConfig) -> Pipeline:
     return pipeline
 
 
-def first_run(name: str, config: MethodConfig) -> str:
+def first_run(name: str, config: MethodBlock) -> str:
     """The run whose model the transfer tasks score: the method's, or its first seed's."""
     return next(iter(config.run_names(name)))
 
 
-def transfer_pipeline(name: str, config: MethodConfig) -> Pipeline:
+def transfer_pipeline(name: str, config: MethodBlock) -> Pipeline:
     """``name``'s model (its first seed's, with ``seeds``) scored with the transfer
     tasks too, under namespace ``transfer.<name>``: ``<name>.metrics_full``."""
     return Pipeline(
@@ -164,7 +165,7 @@ def transfer_pipeline(name: str, config: MethodConfig) -> Pipeline:
     )
 
 
-def build_graph(methods: Mapping[str, MethodConfig]) -> Pipeline:
+def build_graph(methods: Mapping[str, MethodBlock]) -> Pipeline:
     """Every node of the project once."""
     graph = raw_data.create_pipeline() + data_processing.create_pipeline() + evaluation.baseline_pipeline()
     for name, config in methods.items():

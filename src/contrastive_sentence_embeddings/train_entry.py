@@ -44,13 +44,14 @@ def method_run(params: Mapping, run: str) -> tuple[dict, str]:
     """The block of ``run`` (a method of ``methods``, or ``<method>.seed<k>`` for a
     method with ``seeds``; ``config.run_blocks``, as the training node gets it) and its
     data family."""
-    from contrastive_sentence_embeddings.config import ParameterError, method_configs, run_blocks
+    from contrastive_sentence_embeddings.config import ParameterError, listed_method_configs, run_blocks
+    from contrastive_sentence_embeddings.training.method_block import MethodBlock
 
     blocks = run_blocks(params)
     if run not in blocks:
         raise ParameterError(f"--method {run}: not a training run of this project; choose one of {', '.join(blocks)}")
-    family = next(config.family for name, config in method_configs(params).items() if run in config.run_names(name))
-    return blocks[run], family
+    method = next(name for name, config in listed_method_configs(params).items() if run in config.run_names(name))
+    return blocks[run], MethodBlock.from_params(params[method], method).family
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -68,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    from contrastive_sentence_embeddings.config import MethodConfig
+    from contrastive_sentence_embeddings.training.method_block import MethodBlock
 
     root = Path(args.project_path or os.getcwd()).resolve()
     bootstrap_project(root)
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if rank != 0:
             logging.getLogger().setLevel(logging.WARNING)
         block, family = method_run(context.params, args.method)
-        config = MethodConfig.from_params(block, args.method)
+        config = MethodBlock.from_params(block, args.method)  # once: train_tables takes it as it is
         if family not in ("sentences", "documents"):
             raise SystemExit(f"{args.method}: the {family} family is trained by `kedro run`, not cse-train")
         catalog = context.catalog
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 
             dev_scorer = DevScorer(catalog.load("raw_sts"))
-        trained, result = train_tables(family, tables, context.params["encoder"], block, dev_scorer)
+        trained, result = train_tables(family, tables, context.params["encoder"], config, dev_scorer)
         if rank == 0:
             catalog.save(f"{args.method}.model", trained)
             catalog.save(f"{args.method}.training_curve", result.curve)

@@ -211,7 +211,7 @@ def test_uniform_is_the_default_and_unchanged_by_the_placement_option():
 
 
 def span_settings_from_params(params):
-    from contrastive_sentence_embeddings.config import SpansParams
+    from contrastive_sentence_embeddings.data.spans import SpansParams
 
     settings = SpansParams.from_params(params)
     return settings.span_config(), settings.seed, settings.epochs

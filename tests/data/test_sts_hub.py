@@ -15,7 +15,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from contrastive_sentence_embeddings.config import ParameterError, RawDataConfig, parse_strict
+from contrastive_sentence_embeddings.config import ParameterError, parse_strict
+from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 from contrastive_sentence_embeddings.data import sts_hub
 from contrastive_sentence_embeddings.data.raw_file import RawFile, folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import materialise_raw_source

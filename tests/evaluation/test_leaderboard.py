@@ -155,7 +155,8 @@ def test_the_figure_shows_seeds_and_numbers_every_model(seeded_runs):
 
 # --- where each row comes from: current, stale, carried -----------------------------------
 from contrastive_sentence_embeddings import provenance  # noqa: E402
-from contrastive_sentence_embeddings.config import evaluation_settings, run_blocks  # noqa: E402
+from contrastive_sentence_embeddings.config import run_blocks  # noqa: E402
+from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings  # noqa: E402
 from contrastive_sentence_embeddings.embedding_cache import model_fingerprint  # noqa: E402
 
 SIMCSE = {"kind": "simcse", "pooling": "cls", "seeds": [42, 43],

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.config import MethodConfig, ParameterError
+from contrastive_sentence_embeddings.config import ParameterError
 from contrastive_sentence_embeddings.train_entry import method_run, parse_params
 from contrastive_sentence_embeddings.training.fanout import resolve_num_processes, threads_per_process
+from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trainer import (
     TrainingConfig,
     check_world,
@@ -39,26 +40,25 @@ def test_auto_without_a_count_asks_torch():
 
 def test_num_processes_defaults_to_one_in_every_method():
     for kind in ("simcse", "scd", "imsimcse", "declutr", "clsr"):
-        assert MethodConfig.from_params(block(kind), kind).training_config().num_processes == 1
+        assert MethodBlock.from_params(block(kind), kind).training.num_processes == 1
 
 
 @pytest.mark.parametrize("value", [0, -1, "many", True, 1.5, None])
 def test_bad_num_processes_is_an_error_naming_the_key(value):
     with pytest.raises(ParameterError, match=r"simcse\.training\.num_processes = .*: must be an integer >= 1 or 'auto'") \
             as error:
-        MethodConfig.from_params(block(num_processes=value), "simcse")
+        MethodBlock.from_params(block(num_processes=value), "simcse")
     assert error.value.key == "simcse.training.num_processes"
 
 
 @pytest.mark.parametrize("value", [2, "auto"])
 def test_good_num_processes_parse(value):
-    assert MethodConfig.from_params(block("declutr", num_processes=value), "declutr").training_config() \
-        .num_processes == value
+    assert MethodBlock.from_params(block("declutr", num_processes=value), "declutr").training.num_processes == value
 
 
 def test_clsr_is_not_fanned_out():
     with pytest.raises(ParameterError, match=r"clsr_stsb\.training\.num_processes must be 1 for clsr") as error:
-        MethodConfig.from_params(block("clsr", num_processes="auto"), "clsr_stsb")
+        MethodBlock.from_params(block("clsr", num_processes="auto"), "clsr_stsb")
     assert error.value.key == "clsr_stsb.training.num_processes"
 
 

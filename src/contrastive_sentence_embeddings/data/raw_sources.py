@@ -32,13 +32,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 
 from kedro.io import DatasetError
 
+from contrastive_sentence_embeddings.config import parse_strict
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
 logger = logging.getLogger(__name__)
@@ -516,7 +517,6 @@ def _fetch_openwebtext(dest: Path, options: dict[str, Any]) -> None:
 
 
 def _fetch_sts(dest: Path, options: dict[str, Any]) -> None:
-    from contrastive_sentence_embeddings.config import parse_strict
     from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions, fetch_sts
 
     fetch_sts(dest, parse_strict(StsHubOptions, options, "raw_data.hub.sts"))
@@ -569,3 +569,35 @@ RAW_SOURCES: dict[str, RawSource] = {
         ),
     )
 }
+
+
+@dataclass(frozen=True)
+class RawDataConfig:
+    """``raw_data``: where each raw source comes from. ``mode`` for every source, and
+    ``source_modes`` for the sources that must come from elsewhere: at paper scale the
+    training data come from the Hub, but the transfer tasks have no Hub copy, so they
+    come from the mirror (and STS from the mirror when it has SentEval's files). Here,
+    beside :data:`MODES` and :data:`RAW_SOURCES`, which it checks against."""
+
+    mode: str = "auto"
+    mirror_dir: str | None = None
+    hub: dict = field(default_factory=dict)
+    source_modes: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for where, mode in [("mode", self.mode), *((f"source_modes.{k}", v) for k, v in self.source_modes.items())]:
+            if mode not in MODES:
+                raise ValueError(f"{where} must be auto, mirror or hub, got {mode!r}")
+        unknown = sorted(set(self.source_modes) - set(RAW_SOURCES))
+        if unknown:
+            raise ValueError(f"source_modes names unknown raw source(s) {', '.join(unknown)}; "
+                             f"the sources are {', '.join(RAW_SOURCES)}")
+        if (self.hub or {}).get("sts") is not None:
+            # Checked here too, not only when the download starts: a misspelt revision
+            # key would otherwise fetch the newest rows in silence.
+            from contrastive_sentence_embeddings.data.sts_hub import StsHubOptions
+
+            parse_strict(StsHubOptions, self.hub["sts"], "raw_data.hub.sts")
+
+    def mode_for(self, source: str) -> str:
+        return self.source_modes.get(source, self.mode)

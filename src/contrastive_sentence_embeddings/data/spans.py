@@ -42,15 +42,17 @@ with ``p ~ Beta(4, 2)`` for anchors (long spans) and ``p ~ Beta(2, 4)`` for posi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from contrastive_sentence_embeddings.config import ParameterError, integer, parse_strict, random_seed
 from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 
 SPAN_COLUMNS = [
@@ -107,6 +109,40 @@ class SpanConfig:
         if self.anchor_placement == "reference":
             return 2 * self.num_anchors * self.max_length
         return self.num_anchors * self.max_length + (self.num_anchors - 1) * self.anchor_gap
+
+
+@dataclass(frozen=True)
+class SpansParams:
+    """``data_processing.declutr_spans``: :class:`SpanConfig` plus the sampling seed and
+    the number of epochs of spans (the block parsed strictly, here beside the code it
+    configures)."""
+
+    num_anchors: int = field(default=2, metadata=integer(1))
+    num_positives: int = field(default=2, metadata=integer(1))
+    min_length: int = field(default=32, metadata=integer(1))
+    max_length: int = field(default=512, metadata=integer(1))
+    anchor_gap: int = field(default=0, metadata=integer(0))
+    anchor_placement: str = "uniform"   # uniform (any valid position) or reference (the released sampler's cells)
+    epochs: int = field(default=1, metadata=integer(1))
+    seed: int = field(default=42, metadata=random_seed())
+
+    REQUIRED = ("num_anchors", "num_positives", "min_length", "max_length", "epochs", "seed")
+
+    @classmethod
+    def from_params(cls, params: Mapping, where: str = "data_processing.declutr_spans") -> "SpansParams":
+        """The block parsed strictly, its span settings checked by ``SpanConfig``."""
+        settings = parse_strict(cls, params, where, required=cls.REQUIRED)
+        try:
+            settings.span_config()
+        except ValueError as error:
+            raise ParameterError(f"{where}: {error}", key=where) from error
+        return settings
+
+    def span_config(self) -> SpanConfig:
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values.pop("epochs"), values.pop("seed")
+        return SpanConfig(**values)
+
 
 
 def span_length(p: float, min_length: int, max_length: int) -> int:

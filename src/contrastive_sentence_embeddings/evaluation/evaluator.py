@@ -42,6 +42,16 @@ from functools import cached_property
 import numpy as np
 
 from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.config import (
+    ParameterError,
+    accepted_if_unknown,
+    check_values,
+    flag,
+    integer,
+    named_key,
+    number,
+    random_seed,
+)
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
@@ -95,23 +105,23 @@ class EvaluationSettings:
     """What to score and how. ``sts``, ``transfer`` and ``alignment`` switch the three
     parts on and off; ``cache_dir`` holds transfer embeddings (None: no cache)."""
 
-    sts: bool = True
-    transfer: bool = False
-    alignment: bool = True
+    sts: bool = field(default=True, metadata=flag())
+    transfer: bool = field(default=False, metadata=flag())
+    alignment: bool = field(default=True, metadata=flag())
     transfer_tasks: Sequence[str] = TRANSFER_TASKS
-    transfer_seed: int = 1111
-    k_folds: int = 10
+    transfer_seed: int = field(default=1111, metadata=random_seed())
+    k_folds: int = field(default=10, metadata=integer(2))
     alignment_split: str = "test"
-    alignment_min_score: float = 4.0
-    batch_size: int = 128
+    alignment_min_score: float = field(default=4.0, metadata=number(0, 5))  # STS scores run from 0 to 5
+    batch_size: int = field(default=128, metadata=integer(1))
     device: str | None = None
     cache_dir: str | None = "data/07_model_output/embedding_cache"
     on_bad_input: str = "skip"
     # Bootstrap intervals of each STS score (0 resamples: none); seeded, so a model's
     # intervals are the same on every run.
-    sts_bootstrap_resamples: int = 1000
-    sts_bootstrap_seed: int = 0
-    sts_confidence_level: float = 0.95
+    sts_bootstrap_resamples: int = field(default=1000, metadata=integer(0))
+    sts_bootstrap_seed: int = field(default=0, metadata=random_seed())
+    sts_confidence_level: float = field(default=0.95, metadata=number(0, 1, low_open=True, high_open=True))
 
     @classmethod
     def from_params(cls, params: Mapping) -> "EvaluationSettings":
@@ -120,6 +130,19 @@ class EvaluationSettings:
         if unknown:
             raise ValueError(f"unknown evaluation parameter(s): {', '.join(unknown)}")
         return cls(**known)
+
+
+def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None,
+                        where: str = "evaluation") -> EvaluationSettings:
+    """``params:evaluation`` with a block's overrides on top, parsed strictly."""
+    merged = {**evaluation, **(overrides or {})}
+    check_values(EvaluationSettings, evaluation, "evaluation")
+    check_values(EvaluationSettings, overrides or {}, where)
+    try:
+        return EvaluationSettings.from_params(merged)
+    except ValueError as error:
+        raise ParameterError(f"{where}: {error}", key=named_key(error, where),
+                             accepted=accepted_if_unknown(error, EvaluationSettings)) from error
 
 
 @dataclass

@@ -226,7 +226,7 @@ class Today:
         """Today's evaluation settings (as records hold them) for ``run``'s records in
         ``scope`` (``sts``: ``metrics/``, ``transfer``: ``metrics_full/``); None when
         today's parameters have no such run."""
-        from contrastive_sentence_embeddings.config import evaluation_settings
+        from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings
 
         if scope == "transfer":
             overrides = self.transfer_overrides

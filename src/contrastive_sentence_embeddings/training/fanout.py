@@ -131,7 +131,7 @@ def prepare_job(folder: Path, family: str, encoder: str, block: Mapping, tables:
     memory-mapped from (every worker maps the same files, nothing is copied; one that
     is not on disk as a whole is saved there first), and the job description beside
     them; return the job."""
-    if family not in FANOUT_FAMILIES:  # CLSR (pairs): config.MethodConfig refuses it
+    if family not in FANOUT_FAMILIES:  # CLSR (pairs): method_block.MethodBlock refuses it
         raise ValueError(f"the {family} family cannot train in several processes; set training.num_processes: 1")
     data = {}
     for name, table in tables.items():
@@ -188,17 +188,20 @@ def train_job(job: TrainingJob, main_process: bool):
 
     dev_scorer = DevScorer(raw_partitions(job.raw_sts)) if job.raw_sts and main_process else None
     tables = {name: load_table(path) for name, path in job.data.items()}
-    return train_tables(job.family, tables, job.encoder, job.block, dev_scorer)
+    from contrastive_sentence_embeddings.training.method_block import MethodBlock
+
+    # The job crossed a process boundary as plain data (JSON), so each worker parses the
+    # block itself: once, here, as the training node does on the single-process path.
+    return train_tables(job.family, tables, job.encoder, MethodBlock.from_params(job.block, "method"), dev_scorer)
 
 
-def train_tables(family: str, tables: Mapping[str, pd.DataFrame], encoder: str, block: Mapping, dev_scorer=None):
+def train_tables(family: str, tables: Mapping[str, pd.DataFrame], encoder: str, config, dev_scorer=None):
     """The family's ``training.run`` function, the same as the single-process path,
-    on its prepared tables (the training pipeline's input names); returns
+    on its prepared tables (the training pipeline's input names), with the method's
+    parsed block (a :class:`~.method_block.MethodBlock`); returns
     ``(TrainedEncoder, TrainingResult)``."""
-    from contrastive_sentence_embeddings.config import MethodConfig
     from contrastive_sentence_embeddings.training import run
 
-    config = MethodConfig.from_params(block, "method")
     if family == "sentences":
         return run.train_on_sentences(run.sentence_texts(tables["sentences"]), encoder, config, dev_scorer)
     if family == "documents":

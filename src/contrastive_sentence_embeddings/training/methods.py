@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastive_sentence_embeddings.config import flag, integer, number
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
@@ -128,8 +129,8 @@ class SimCSE(Method):
     only, InfoNCE with in-batch negatives (``losses.info_nce``)."""
 
     name = "simcse"
-    temperature: float = 0.05
-    use_mlp: bool = True
+    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    use_mlp: bool = field(default=True, metadata=flag())
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         return nn.ModuleDict({"mlp": mlp_head(hidden_size)} if self.use_mlp else {})
@@ -156,12 +157,13 @@ class SCD(Method):
 
     name = "scd"
     gathers_embeddings = False  # per-pair and per-process batch-statistics terms
-    rate_a: float = 0.05
-    rate_b: float = 0.155
-    self_contrast_weight: float = 20.0   # reference code: alpha 1 / temperature 0.05
-    decorrelation_weight: float = 0.005225
-    off_diagonal_weight: float = 0.012
-    projector_widths: Sequence[int] = field(default_factory=lambda: [4096, 4096, 4096])
+    rate_a: float = field(default=0.05, metadata=number(0, 1, high_open=True))  # dropout rates
+    rate_b: float = field(default=0.155, metadata=number(0, 1, high_open=True))
+    # reference code: alpha 1 / temperature 0.05
+    self_contrast_weight: float = field(default=20.0, metadata=number(0))
+    decorrelation_weight: float = field(default=0.005225, metadata=number(0))
+    off_diagonal_weight: float = field(default=0.012, metadata=number(0))
+    projector_widths: Sequence[int] = field(default_factory=lambda: [4096, 4096, 4096], metadata=integer(1, each=True))
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         return nn.ModuleDict({"projector": decorrelation_projector(hidden_size, self.projector_widths)})
@@ -206,10 +208,10 @@ class ImSimCSE(Method):
     scripts' Python default (set ``m: 1`` to match ``run_re_vicreg.sh``)."""
 
     name = "imsimcse"
-    temperature: float = 0.05
-    m: float = 0.9
-    dcl_weight: float = 0.1
-    dcl_temperature: float = 5.0
+    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    m: float = field(default=0.9, metadata=number(0, 1))
+    dcl_weight: float = field(default=0.1, metadata=number(0))
+    dcl_temperature: float = field(default=5.0, metadata=number(0, low_open=True))
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         return nn.ModuleDict({"mlp": mlp_head(hidden_size)})
@@ -242,10 +244,11 @@ class DeCLUTR(Method):
 
     name = "declutr"
     family = "documents"
-    temperature: float = 0.05
-    mlm: bool = True
-    mlm_probability: float = 0.15
-    bucket_tokens: int = 4096   # padded tokens per forward pass when bucketing spans by length
+    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    mlm: bool = field(default=True, metadata=flag())
+    mlm_probability: float = field(default=0.15, metadata=number(0, 1, low_open=True, high_open=True))
+    # padded tokens per forward pass when bucketing spans by length
+    bucket_tokens: int = field(default=4096, metadata=integer(1))
 
     def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
         return {"mlm": load_mlm_head(source, encoder)} if self.mlm else {}
@@ -341,8 +344,8 @@ class CLSR(Method):
 
     name = "clsr"
     family = "pairs"
-    temperature: float = 0.1
-    hidden_width: int | None = None
+    temperature: float = field(default=0.1, metadata=number(0, low_open=True))
+    hidden_width: int | None = field(default=None, metadata=integer(1, null=True))
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:

@@ -8,24 +8,23 @@ examples and a collate function:
 * :func:`train_on_documents`: DeCLUTR (documents whose spans make the batches);
 * :func:`train_on_pairs`: CLSR (frozen embeddings of positive pairs).
 
-The block is parsed by :class:`~contrastive_sentence_embeddings.config.MethodConfig`
-(``kind``, ``pooling``, ``max_examples``, ``method``, ``training``, ...).
+Each takes the method's block parsed once, by the caller (a training node), into a
+:class:`~.method_block.MethodBlock`: the recipe it builds (``method``), the training
+settings (``training``), ``pooling`` and ``max_examples``. A plain mapping (a caller
+outside the pipelines) is parsed once at the entry; nothing below parses it again.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-
-import torch
-
-from contrastive_sentence_embeddings.config import FANOUT_FAMILIES, MethodConfig
+from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.training.methods import build_method
+from contrastive_sentence_embeddings.training.method_block import MethodBlock
+from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder  # also named here by callers
 from contrastive_sentence_embeddings.training.trainer import SettingsRead, TrainingResult, tokenize_sentences, train
 
 
@@ -48,23 +47,24 @@ def load_pretrained(name: str):
     return AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
 
 
-def method_config(block: Mapping | MethodConfig, where: str = "method") -> MethodConfig:
+def method_block(block: Mapping | MethodBlock, where: str = "method") -> MethodBlock:
     """A method's parameter block (``kind``, ``pooling``, ``method``, ``training``, ...),
-    parsed strictly; an already parsed one is returned as it is."""
-    return block if isinstance(block, MethodConfig) else MethodConfig.from_params(block, where)
+    parsed strictly; an already parsed one (what the training nodes pass) is returned
+    as it is. Only the ``train_on_*`` entry points call it."""
+    return block if isinstance(block, MethodBlock) else MethodBlock.from_params(block, where)
 
 
-def first_examples(items: Sequence, config: MethodConfig) -> Sequence:
+def first_examples(items: Sequence, config: MethodBlock) -> Sequence:
     """The first ``max_examples`` training examples (all when it is null)."""
     return items[: config.max_examples] if config.max_examples else items
 
 
 def train_on_sentences(
-    sentences: Sequence[str], encoder_name: str, block: Mapping | MethodConfig, dev_scorer=None
+    sentences: Sequence[str], encoder_name: str, block: Mapping | MethodBlock, dev_scorer=None
 ) -> tuple[TrainedEncoder, TrainingResult]:
     """Train a sentence method (SimCSE, SCD, ImSimCSE: ``block.kind``) from the
     pretrained ``encoder_name`` on ``sentences``."""
-    config = method_config(block)
+    config = method_block(block)
     sentences = list(first_examples(list(sentences), config))
 
     def examples(tokenizer, model, training):
@@ -74,7 +74,7 @@ def train_on_sentences(
 
 
 def train_on_documents(
-    long_documents, declutr_spans, encoder_name: str, block: Mapping | MethodConfig,
+    long_documents, declutr_spans, encoder_name: str, block: Mapping | MethodBlock,
     dev_scorer=None,
 ) -> tuple[TrainedEncoder, TrainingResult]:
     """Train a document method (DeCLUTR) from ``encoder_name`` on the sampled spans of
@@ -82,7 +82,7 @@ def train_on_documents(
     ``long_documents`` is the catalog's memory-mapped ``datasets.Dataset`` (or an Arrow
     or pandas table): a document's token ids are read when a batch needs them
     (:class:`.declutr.DocumentTokens`), never all turned into Python ints up front."""
-    config = method_config(block)
+    config = method_block(block)
 
     def examples(tokenizer, model, training):
         method = model.method
@@ -102,14 +102,14 @@ def train_on_documents(
 
 
 def train_on_pairs(
-    data, encoder_name: str, block: Mapping | MethodConfig, dev_scorer=None, cache_dir=None
+    data, encoder_name: str, block: Mapping | MethodBlock, dev_scorer=None, cache_dir=None
 ) -> tuple[TrainedEncoder, TrainingResult]:
     """Train a pair method (CLSR) on the frozen embeddings of positive pairs
     (:class:`.clsr.PairEmbeddings`); the dev sentences' frozen embeddings go through
     the cache in ``cache_dir`` too."""
     from contrastive_sentence_embeddings.training.clsr import PairCollate, check_pair_embeddings
 
-    config = method_config(block)
+    config = method_block(block)
 
     def examples(tokenizer, model, training):
         check_pair_embeddings(data, encoder_name, config.pooling, model.encoder[0].in_features)
@@ -118,29 +118,26 @@ def train_on_pairs(
             "train_pairs": len(pairs), "train_sentences": len(data.sentences), "pairs_dataset": data.dataset,
             "frozen_encoder": True, "embedding_cache": {"key": data.cache_key, "hit": data.cache_hit}}
 
-    training = config.training_config()
-    options = {"cache_dir": cache_dir, "device": training.device, "encoder_name": encoder_name}
+    options = {"cache_dir": cache_dir, "device": config.training.device, "encoder_name": encoder_name}
     return train_method(encoder_name, config, examples, dev_scorer, model_options=options)
 
 
 def train_method(
-    encoder_name: str, block: Mapping | MethodConfig, make_examples: Callable, dev_scorer=None,
+    encoder_name: str, config: MethodBlock, make_examples: Callable, dev_scorer=None,
     model_options: Mapping | None = None,
 ) -> tuple[TrainedEncoder, TrainingResult]:
-    """The one way every method trains: load ``encoder_name``, build the method
-    (``block.kind``) and the model it trains (:meth:`.methods.Method.build_model`),
+    """The one way every method trains: load ``encoder_name``, build the model the
+    parsed block's method (``config.method``) trains (:meth:`.methods.Method.build_model`),
     train on what ``make_examples(tokenizer, model, training_config)`` returns
     (``(examples, collate or None, a description of the data for the metadata)``)
     with the shared trainer, and return what is to be saved: the encoder with the
     kept weights (:meth:`.methods.Method.trained_encoder`)."""
     from accelerate.utils import set_seed
 
-    config = method_config(block)
-    training = config.training_config()
+    training, method = config.training, config.method
     pooling = check_pooling(config.pooling)
     set_seed(training.seed)  # before the heads are initialised
     encoder, tokenizer = load_pretrained(encoder_name)
-    method = build_method(config.kind, config.method)
     model = method.build_model(encoder, tokenizer, pooling, resolve_encoder(encoder_name), seed=training.seed,
                                **dict(model_options or {}))
     # The examples builder and the trainer see the settings through one recorder: what

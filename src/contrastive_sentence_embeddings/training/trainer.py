@@ -59,6 +59,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.config import flag, integer, number, random_seed
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
@@ -89,30 +90,33 @@ class TrainingConfig:
     """Optimisation settings. ``max_steps`` (when set) caps the number of steps;
     ``eval_every`` 0 evaluates only at the start and the end."""
 
-    learning_rate: float = 3e-5
-    batch_size: int = 64
-    epochs: int = 1
-    max_steps: int | None = None
-    max_length: int = 32
-    weight_decay: float = 0.0
+    # Each numeric or true/false setting declares the values it takes (config.py's
+    # helpers; checked before any node runs, tests/test_parameters.py).
+    learning_rate: float = field(default=3e-5, metadata=number(0, low_open=True))
+    batch_size: int = field(default=64, metadata=integer(1))
+    epochs: int = field(default=1, metadata=integer(1))
+    max_steps: int | None = field(default=None, metadata=integer(1, null=True))
+    max_length: int = field(default=32, metadata=integer(1))
+    weight_decay: float = field(default=0.0, metadata=number(0))
     optimizer: str = "adamw"           # adamw, or sgd (with momentum; CLSR's large learning rate)
-    momentum: float = 0.9              # sgd only
-    warmup_ratio: float = 0.0
+    momentum: float = field(default=0.9, metadata=number(0, 1))  # sgd only
+    warmup_ratio: float = field(default=0.0, metadata=number(0, 1))
     schedule: str = "linear"
-    cut_fraction: float = 0.1          # slanted triangular: share of steps spent rising
-    max_grad_norm: float | None = 1.0
-    seed: int = 42
-    eval_every: int = 125
+    # slanted triangular: share of steps spent rising (DeCLUTR's schedule divides by it)
+    cut_fraction: float = field(default=0.1, metadata=number(0, 1, low_open=True))
+    max_grad_norm: float | None = field(default=1.0, metadata=number(0, low_open=True, null=True))
+    seed: int = field(default=42, metadata=random_seed())
+    eval_every: int = field(default=125, metadata=integer(0))  # 0: only at the start and the end
     mixed_precision: str = "auto"      # auto: bf16 (or fp16) on CUDA, none on CPU
     device: str | None = None          # None: CUDA when present (several processes without it: CPU DDP); "cpu" forces CPU
     checkpoint_dir: str | None = None  # None: no checkpoints (no resume)
-    resume: bool = True
-    log_every: int = 10
+    resume: bool = field(default=True, metadata=flag())
+    log_every: int = field(default=10, metadata=integer(1))
     select_by: str = "stsb_dev"        # the dev score that picks the kept weights: stsb_dev (SimCSE) or dev_avg
     # Processes the training node starts (training/fanout.py): an integer >= 1, or "auto" (one
     # per visible CUDA GPU, 1 without). batch_size is per process: the global batch is
     # batch_size x processes. The loop itself reads only the processes it actually runs in.
-    num_processes: int | str = 1
+    num_processes: int | str = field(default=1, metadata=integer(1, words=("auto",)))
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":

@@ -78,7 +78,8 @@ def test_a_source_mode_overrides_the_mode_for_that_source_only(tmp_path, monkeyp
     ({"sts": "offline"}, "source_modes.sts must be auto, mirror or hub"),
 ])
 def test_a_wrong_source_mode_is_a_parameter_error(source_modes, message):
-    from contrastive_sentence_embeddings.config import ParameterError, RawDataConfig, parse_strict
+    from contrastive_sentence_embeddings.config import ParameterError, parse_strict
+    from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 
     with pytest.raises(ParameterError, match=message):
         parse_strict(RawDataConfig, {"mode": "hub", "source_modes": source_modes}, "raw_data")

@@ -19,7 +19,6 @@ import pyarrow as pa
 from contrastive_sentence_embeddings.config import (
     LongDocumentsConfig,
     NliPairsConfig,
-    SpansParams,
     StsbPairsConfig,
     WikiSentencesConfig,
     parse_strict,
@@ -30,7 +29,7 @@ from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
 from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport, rows_by_input
-from contrastive_sentence_embeddings.data.spans import document_lengths, sample_spans
+from contrastive_sentence_embeddings.data.spans import SpansParams, document_lengths, sample_spans
 from contrastive_sentence_embeddings.encoders import load_tokenizer
 
 logger = logging.getLogger(__name__)

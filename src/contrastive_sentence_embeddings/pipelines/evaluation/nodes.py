@@ -14,23 +14,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.config import (
-    BaselineConfig,
-    DataProcessingConfig,
-    RawDataConfig,
-    TransferEvaluationConfig,
-    evaluation_settings,
-    parse_strict,
-)
+from contrastive_sentence_embeddings.config import BaselineConfig, TransferEvaluationConfig, parse_strict
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import read_model_metadata
+from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 from contrastive_sentence_embeddings.evaluation.evaluator import (
     EvaluationData,
     EvaluationSettings,
+    evaluation_settings,
     ModelSpec,
     Partitions,
     evaluate_models,
 )
+from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig
 from contrastive_sentence_embeddings.project_paths import project_relative
 
 logger = logging.getLogger(__name__)

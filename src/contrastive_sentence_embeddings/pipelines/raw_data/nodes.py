@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from contrastive_sentence_embeddings.config import RawDataConfig, parse_strict
+from contrastive_sentence_embeddings.config import parse_strict
 from contrastive_sentence_embeddings.data.raw_file import RawFile
-from contrastive_sentence_embeddings.data.raw_sources import materialise_raw_source
+from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig, materialise_raw_source
 
 
 def make_ingest(source: str) -> Callable[[dict[str, Any]], dict[str, RawFile]]:

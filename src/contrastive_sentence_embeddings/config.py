@@ -189,13 +189,11 @@ def library_ranges() -> dict[type, dict[str, Allowed]]:
     and field (the library keeps its dataclasses free of the wiring's checks; these
     are the ranges in which their code works)."""
     from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
-    from contrastive_sentence_embeddings.training import methods
     from contrastive_sentence_embeddings.training.trainer import TrainingConfig
 
     def ranges(**fields: dict) -> dict[str, Allowed]:
         return {name: metadata[RANGE] for name, metadata in fields.items()}
 
-    temperature = number(0, low_open=True)
     return {
         TrainingConfig: ranges(
             learning_rate=number(0, low_open=True), batch_size=integer(1), epochs=integer(1),
@@ -208,16 +206,6 @@ def library_ranges() -> dict[type, dict[str, Allowed]]:
             sts=flag(), transfer=flag(), alignment=flag(), transfer_seed=random_seed(), k_folds=integer(2),
             alignment_min_score=number(0, 5), batch_size=integer(1), sts_bootstrap_resamples=integer(0),
             sts_bootstrap_seed=random_seed(), sts_confidence_level=number(0, 1, low_open=True, high_open=True)),
-        methods.SimCSE: ranges(temperature=temperature, use_mlp=flag()),
-        methods.SCD: ranges(
-            rate_a=number(0, 1, high_open=True), rate_b=number(0, 1, high_open=True),  # dropout rates
-            self_contrast_weight=number(0), decorrelation_weight=number(0), off_diagonal_weight=number(0),
-            projector_widths=integer(1, each=True)),
-        methods.ImSimCSE: ranges(temperature=temperature, m=number(0, 1), dcl_weight=number(0),
-                                 dcl_temperature=temperature),
-        methods.DeCLUTR: ranges(temperature=temperature, mlm=flag(),
-                                mlm_probability=number(0, 1, low_open=True, high_open=True), bucket_tokens=integer(1)),
-        methods.CLSR: ranges(temperature=temperature, hidden_width=integer(1, null=True)),
     }
 
 
@@ -714,6 +702,8 @@ class MethodConfig:
           max_examples: null         # train on the first n examples only (null: all)
           pooling: cls_before_pooler
           method: {...}              # the kind's hyper-parameters (strict)
+          views: []                  # views added to the kind's (docs/objectives.md), e.g. [off_dropout]
+          objective: []              # terms added to the kind's: [{term: dcl, weight: 0.1, ...}]
           training: {...}            # training.trainer.TrainingConfig (strict)
           evaluation: {}             # overrides of params:evaluation for this method
 
@@ -730,13 +720,15 @@ class MethodConfig:
     data: dict = field(default_factory=dict)
     max_examples: int | None = field(default=None, metadata=integer(1, null=True))
     method: dict = field(default_factory=dict)
+    views: list = field(default_factory=list)
+    objective: list = field(default_factory=list)
     training: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)
 
     @classmethod
     def from_params(cls, params: Mapping, name: str) -> "MethodConfig":
         from contrastive_sentence_embeddings.pooling import check_pooling
-        from contrastive_sentence_embeddings.training.methods import method_class
+        from contrastive_sentence_embeddings.training.methods import build_method, method_class
         from contrastive_sentence_embeddings.training.trainer import TrainingConfig
 
         config = parse_strict(cls, params, name, required=("kind", "pooling"))
@@ -772,6 +764,7 @@ class MethodConfig:
                     raise ParameterError(f"{name}.{what}.{error}", key=key) from error
                 raise ParameterError(f"{name}.{what}: {error}", key=key,
                                      accepted=_accepted_if_unknown(error, schema)) from error
+        build_method(config.kind, config.method, config.views, config.objective, where=name)  # views and terms fit
         if kind.family not in FANOUT_FAMILIES and parsed["training"].num_processes != 1:
             raise ParameterError(
                 f"{name}.training.num_processes must be 1 for {config.kind}: the {kind.family} family trains a small "

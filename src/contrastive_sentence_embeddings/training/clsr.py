@@ -44,7 +44,7 @@ from torch import nn
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device
 from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.training.methods import CLSR, Logs
+from contrastive_sentence_embeddings.training.methods import ComposedMethod, Logs
 from contrastive_sentence_embeddings.training.run import TrainedEncoder
 
 logger = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ class CLSRModel(nn.Module):
     ``frozen`` (not a module, never trained or saved here) embeds raw text for the dev
     scorer."""
 
-    def __init__(self, hidden_size: int, method: CLSR, frozen: Encode, pooling: str = "mean"):
+    def __init__(self, hidden_size: int, method: ComposedMethod, frozen: Encode, pooling: str = "mean"):
         super().__init__()
         self.method = method
         self.pooling = check_pooling(pooling)
@@ -254,7 +254,7 @@ class CLSRModel(nn.Module):
         self.frozen = FrozenEmbeddings(frozen)
 
     def forward(self, first: torch.Tensor, second: torch.Tensor) -> Logs:
-        return self.method.loss(self, first, second)
+        return self.method.loss(self, first=first, second=second)
 
     def sentence_encoder(self, tokenizer=None, device=None) -> CLSRSentenceEncoder:
         return CLSRSentenceEncoder(self.encoder, self.frozen, device)
@@ -288,7 +288,7 @@ class TrainedCLSR(TrainedEncoder):
     head: nn.Module | None = field(default=None)
 
 
-def build_clsr_model(method: CLSR, encoder: nn.Module, tokenizer, pooling: str, *, encoder_name: str,
+def build_clsr_model(method: ComposedMethod, encoder: nn.Module, tokenizer, pooling: str, *, encoder_name: str,
                      cache_dir=None, device=None, seed: int | None = None) -> "CLSRModel":
     """CLSR's trainable model around the frozen ``encoder``: the dev sentences are
     embedded by the frozen encoder (through the disk cache in ``cache_dir``, when

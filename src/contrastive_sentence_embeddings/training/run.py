@@ -151,7 +151,7 @@ def train_method(
     pooling = check_pooling(config.pooling)
     set_seed(training.seed)  # before the heads are initialised
     encoder, tokenizer = load_pretrained(encoder_name)
-    method = build_method(config.kind, config.method)
+    method = build_method(config.kind, config.method, config.views, config.objective)
     model = method.build_model(encoder, tokenizer, pooling, resolve_encoder(encoder_name), seed=training.seed,
                                **dict(model_options or {}))
     # The examples builder and the trainer see the settings through one recorder: what

@@ -219,7 +219,8 @@ def test_decorrelation_and_mlm_terms_by_hand():
     for state, label in zip(states, labels):
         reader(model, type("Outputs", (), {"last_hidden_state": state})(), {"mlm_labels": label})
     encoded.readers["mlm"] = reader
-    logits = [model.heads["mlm"](state[label != -100]).detach().double().numpy() for state, label in zip(states, labels)]
+    logits = [model.heads["mlm"](state[label != -100]).detach().double().numpy()
+              for state, label in zip(states, labels)]
     targets = [label[label != -100].tolist() for label in labels]
     total = sum(-row[t] + math.log(np.exp(row).sum()) for rows, ts in zip(logits, targets) for row, t in zip(rows, ts))
     got = objective.total_loss([mlm], model, encoded)
@@ -256,3 +257,25 @@ def test_a_misspelt_term_setting_gets_did_you_mean_and_a_bad_value_its_range():
         "unknown parameter simcse_dcl.objective[0].wieght (set in conf/local/parameters.yml): did you mean weight?")
     with pytest.raises(ParameterError, match=r"simcse_dcl.objective\[0\].temperature = 0: must be a number > 0"):
         build_method("simcse", {}, None, [{"term": "dcl", "temperature": 0}], where="simcse_dcl")
+
+
+def test_the_combinations_in_docs_objectives_parse_as_method_blocks():
+    """The three copy-paste blocks of docs/objectives.md are valid blocks with the
+    terms and views they say."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from contrastive_sentence_embeddings.config import MethodConfig
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "objectives.md").read_text(encoding="utf-8")
+    blocks = {}
+    for snippet in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+        blocks.update({name: block for name, block in yaml.safe_load(snippet).items() if name != "<name>"})
+    assert set(blocks) == {"declutr_dcl", "simcse_decorrelation", "scd_offdrop"}
+    for name, block in blocks.items():
+        config = MethodConfig.from_params(block, name)
+        method = build_method(config.kind, config.method, config.views, config.objective, where=name)
+        assert [term["term"] for term in block["objective"]] == [term.name for term in method.extra_terms]
+    assert build_method("scd", {}, ["off_dropout"], blocks["scd_offdrop"]["objective"]).gathers_embeddings

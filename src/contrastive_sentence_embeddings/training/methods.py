@@ -130,7 +130,8 @@ class Preset:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:
-            raise ValueError(f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+            raise ValueError(f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(names))}")
         check_values(cls, params, cls.name)
         return cls(**params)
 
@@ -446,8 +447,10 @@ def build_method(kind: str, params: Mapping | None = None, views: Sequence | Non
     if objective is not None and not isinstance(objective, list):
         raise ParameterError(f"{where}.objective: expected a list of terms, got {objective!r}",
                              key=f"{where}.objective")
-    extra_views = [objective_module.parse_view(entry, f"{where}.views[{i}]") for i, entry in enumerate(views or [])]
-    extra_terms = [objective_module.parse_term(entry, f"{where}.objective[{i}]") for i, entry in enumerate(objective or [])]
+    extra_views = [objective_module.parse_view(entry, f"{where}.views[{i}]")
+                   for i, entry in enumerate(views or [])]
+    extra_terms = [objective_module.parse_term(entry, f"{where}.objective[{i}]")
+                   for i, entry in enumerate(objective or [])]
     method = ComposedMethod(preset, extra_views, extra_terms)
     preset_terms = len(method.terms) - len(extra_terms)
     entries = [f"{where} ({kind} preset)"] * preset_terms + [f"{where}.objective[{i}]" for i in range(len(extra_terms))]

@@ -332,7 +332,8 @@ def test_a_list_of_seeds_through_params_trains_one_run_per_seed(tmp_path, mirror
 # --- every value of the right type and range, before any node --------------------------------
 def parsed_dataclasses() -> list[type]:
     """Every dataclass a parameter block is parsed into: this project's (config.py) and
-    the library's that the blocks feed (training, evaluation, every method, STS on the Hub)."""
+    the library's that the blocks feed (training, evaluation, every method, view and
+    objective term, STS on the Hub)."""
     import dataclasses
 
     from contrastive_sentence_embeddings import config
@@ -342,12 +343,13 @@ def parsed_dataclasses() -> list[type]:
     from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig
     from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationSettings
     from contrastive_sentence_embeddings.training.methods import METHODS
+    from contrastive_sentence_embeddings.training.objective import TERMS, VIEWS
     from contrastive_sentence_embeddings.training.trainer import TrainingConfig
 
     own = [value for value in vars(config).values() if isinstance(value, type) and dataclasses.is_dataclass(value)
            and value.__module__ == config.__name__ and value not in (config.Allowed, config.Labels)]
     return [*own, DataProcessingConfig, SpansParams, RawDataConfig, TrainingConfig, EvaluationSettings, StsHubOptions,
-            *METHODS.values()]
+            *METHODS.values(), *VIEWS.values(), *TERMS.values()]
 
 
 def test_every_numeric_or_true_false_setting_declares_its_values():

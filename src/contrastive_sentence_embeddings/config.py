@@ -575,6 +575,8 @@ class MethodConfig:
           max_examples: null         # train on the first n examples only (null: all)
           pooling: cls_before_pooler
           method: {...}              # the kind's hyper-parameters (strict)
+          views: []                  # views added to the kind's (docs/objectives.md), e.g. [off_dropout]
+          objective: []              # terms added to the kind's: [{term: dcl, weight: 0.1, ...}]
           training: {...}            # training.trainer.TrainingConfig (strict)
           evaluation: {}             # overrides of params:evaluation for this method
 
@@ -596,6 +598,8 @@ class MethodConfig:
     data: dict = field(default_factory=dict)
     max_examples: int | None = field(default=None, metadata=integer(1, null=True))
     method: dict = field(default_factory=dict)
+    views: list = field(default_factory=list)
+    objective: list = field(default_factory=list)
     training: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)
 

@@ -29,7 +29,7 @@ from contrastive_sentence_embeddings.training.clsr import (
     frozen_model_key,
     pair_sentences,
 )
-from contrastive_sentence_embeddings.training.methods import CLSR
+from contrastive_sentence_embeddings.training.methods import CLSR, build_method
 from contrastive_sentence_embeddings.training.run import train_on_pairs
 from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
@@ -155,7 +155,7 @@ def test_dev_sentences_are_encoded_once_across_evaluations():
 # --- the loss -------------------------------------------------------------------------------
 def test_the_loss_is_nt_xent_of_the_projected_network_outputs():
     torch.manual_seed(0)
-    method = CLSR(temperature=0.1, hidden_width=24)
+    method = build_method("clsr", {"temperature": 0.1, "hidden_width": 24})
     model = CLSRModel(16, method, frozen=lambda s: None)
     assert [type(m).__name__ for m in model.encoder] == ["Linear", "ReLU", "Linear"]
     assert (model.encoder[0].in_features, model.encoder[0].out_features, model.encoder[2].out_features) == (16, 24, 16)
@@ -186,7 +186,7 @@ def test_method_parameters_are_checked():
         CLSR.from_params({"temperature": 0.1, "width": 3})
     with pytest.raises(ValueError, match="temperature must be positive"):
         CLSR(temperature=0.0)
-    assert CLSR().temperature == 0.1 and CLSR().width(384) == 384
+    assert CLSR().temperature == 0.1 and build_method("clsr").pair_view.width(384) == 384
 
 
 def test_collate_gathers_the_rows_of_each_pair():
@@ -320,7 +320,7 @@ def test_the_shared_trainer_runs_clsr_with_sgd(trained):
     loss falls on the real pairs."""
     data = trained["data"]
     torch.manual_seed(0)
-    model = CLSRModel(32, CLSR(), frozen=lambda s: None)
+    model = CLSRModel(32, build_method("clsr"), frozen=lambda s: None)
     config = TrainingConfig(optimizer="sgd", momentum=0.9, learning_rate=0.5, batch_size=128, epochs=6,
                             schedule="cosine", warmup_ratio=0.1, device="cpu", log_every=8, eval_every=0)
     result = train(model, None, data.examples(), config, collate=PairCollate(data.embeddings),

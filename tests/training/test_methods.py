@@ -9,6 +9,7 @@ import torch
 
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
+from contrastive_sentence_embeddings.training import objective
 from contrastive_sentence_embeddings.training.methods import METHODS, ContrastiveModel, build_method
 
 SENTENCES = [
@@ -60,6 +61,15 @@ def _scd_by_hand(h_a, h_b, w1, b1, w2, w_sc, w_dec, lam, normalise=_bn) -> float
     return w_sc * cos.mean() + w_dec * (on + lam * off)
 
 
+def _scd_objective(method, h_a, h_b, projector) -> dict:
+    """The SCD preset's terms on two given views, with ``projector`` as its head."""
+    model = torch.nn.Module()
+    model.heads = torch.nn.ModuleDict({"projector": projector})
+    encoded = objective.Encoded()
+    encoded.tensors = {"a": h_a, "b": h_b}
+    return objective.total_loss(method.terms, model, encoded)
+
+
 def _fixed_projector(w1, b1, w2) -> torch.nn.Module:
     projector = decorrelation_projector(w1.shape[1], [w1.shape[0], w2.shape[0]])
     with torch.no_grad():
@@ -81,8 +91,8 @@ W2 = np.array([[0.5, -0.4, 0.3, 0.2], [-0.1, 0.6, 0.2, -0.3], [0.4, 0.1, -0.5, 0
 def test_scd_total_loss_of_a_fixed_batch_by_hand(w_sc, w_dec, lam):
     method = build_method("scd", {"self_contrast_weight": w_sc, "decorrelation_weight": w_dec,
                                   "off_diagonal_weight": lam, "projector_widths": [4, 3]})
-    got = method.objective(torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
-                           _fixed_projector(W1.astype(np.float32), B1.astype(np.float32), W2.astype(np.float32)))
+    got = _scd_objective(method, torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
+                         _fixed_projector(W1.astype(np.float32), B1.astype(np.float32), W2.astype(np.float32)))
     expected = _scd_by_hand(H_A, H_B, W1, B1, W2, w_sc, w_dec, lam)
     assert float(got["loss"].detach()) == pytest.approx(expected, rel=1e-5)
 
@@ -95,9 +105,9 @@ def test_scd_normalises_projections_once_which_matters_for_a_low_variance_featur
     w2[2] *= 1e-4
     method = build_method("scd", {"self_contrast_weight": 1.0, "decorrelation_weight": 1.0,
                                   "off_diagonal_weight": 0.0, "projector_widths": [4, 3]})
-    got = float(method.objective(torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
-                                 _fixed_projector(W1.astype(np.float32), B1.astype(np.float32),
-                                                  w2.astype(np.float32)))["loss"].detach())
+    got = float(_scd_objective(method, torch.tensor(H_A, dtype=torch.float32), torch.tensor(H_B, dtype=torch.float32),
+                               _fixed_projector(W1.astype(np.float32), B1.astype(np.float32),
+                                                w2.astype(np.float32)))["loss"].detach())
     once = _scd_by_hand(H_A, H_B, W1, B1, w2, 1.0, 1.0, 0.0)
     twice = _scd_by_hand(H_A, H_B, W1, B1, w2, 1.0, 1.0, 0.0, normalise=lambda x: _bn(_bn(x)))
     assert got == pytest.approx(once, rel=1e-4)
@@ -120,7 +130,7 @@ def test_scd_views_get_their_own_dropout_rates(tiny_bert, batch):
 def test_simcse_views_differ_only_by_dropout(tiny_bert, batch):
     model = fresh(tiny_bert, "simcse")
     captured = {}
-    model.method.project = lambda m, pooled: captured.setdefault(len(captured), pooled)
+    model.heads["mlp"].register_forward_pre_hook(lambda _, inputs: captured.setdefault(len(captured), inputs[0]))
     model(**batch)
     view1, view2 = captured[0], captured[1]
     assert not torch.allclose(view1, view2)  # dropout on: different views

@@ -244,7 +244,7 @@ class CLSRModel(nn.Module):
     ``frozen`` (not a module, never trained or saved here) embeds raw text for the dev
     scorer."""
 
-    # ``method`` is the recipe (:class:`.methods.CLSR`), which builds ``f`` and ``g`` and
+    # ``method`` is the recipe (:class:`.methods.ComposedMethod` of the CLSR preset), which builds ``f`` and ``g`` and
     # computes the loss; not imported here, since the recipe imports this module to build
     # its model.
     def __init__(self, hidden_size: int, method, frozen: Encode, pooling: str = "mean"):
@@ -256,7 +256,7 @@ class CLSRModel(nn.Module):
         self.frozen = FrozenEmbeddings(frozen)
 
     def forward(self, first: torch.Tensor, second: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self.method.loss(self, first, second)
+        return self.method.loss(self, first=first, second=second)
 
     def sentence_encoder(self, tokenizer=None, device=None) -> CLSRSentenceEncoder:
         return CLSRSentenceEncoder(self.encoder, self.frozen, device)

@@ -51,7 +51,9 @@ This holds for losses computed on the full gathered batch (``info_nce``,
 ``nt_xent``, ``off_dropout_info_nce``, and the batch-statistics losses
 ``dimension_contrastive_loss`` / ``decorrelation`` when they are meant to use global
 batch statistics; SCD here computes its terms per process instead, so its method
-says ``gathers_embeddings = False`` and the trainer does not scale it). It does
+says ``gathers_embeddings = False`` and the trainer does not scale it; an objective
+mixing both kinds divides each per-process term by W before the scaling, so that it
+ends up averaged over processes as usual: ``objective.total_loss``). It does
 *not* hold if a process keeps only its local anchors
 (rows) against the global negatives: then the gradients of the other processes'
 anchors with respect to ``z_r`` are lost.

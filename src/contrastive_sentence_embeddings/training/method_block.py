@@ -56,7 +56,7 @@ class MethodBlock:
         config.check_inputs(kind.family, name)
         sources = config.sources(name)  # every own-data source parses, or the error names it
         parsed = {}
-        for what, parse, schema in (("method", lambda p: build_method(config.kind, p), kind),
+        for what, parse, schema in (("method", kind.from_params, kind),
                                     ("training", TrainingConfig.from_params, TrainingConfig)):
             check_values(schema, getattr(config, what) or {}, f"{name}.{what}")
             try:
@@ -67,7 +67,10 @@ class MethodBlock:
                     raise ParameterError(f"{name}.{what}.{error}", key=key) from error
                 raise ParameterError(f"{name}.{what}: {error}", key=key,
                                      accepted=accepted_if_unknown(error, schema)) from error
-        method, training = parsed["method"], parsed["training"]
+        training = parsed["training"]
+        # The preset's hyper-parameters are checked above (errors under <name>.method);
+        # here its views and terms with the block's added ones (errors name the view or term).
+        method = build_method(config.kind, config.method, config.views, config.objective, where=name)
         if method.family not in FANOUT_FAMILIES and training.num_processes != 1:
             raise ParameterError(
                 f"{name}.training.num_processes must be 1 for {config.kind}: the {method.family} family trains a "

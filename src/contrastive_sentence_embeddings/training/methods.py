@@ -1,7 +1,9 @@
-"""The methods as batch recipes: how a batch (of sentences, or of DeCLUTR's
-documents) becomes views, which heads the views go through, and which loss of
-:mod:`.losses` they feed. The training loop (:mod:`.trainer`) is the same for all of
-them.
+"""The methods: each a *preset* (a method block's ``kind``, with today's ``method:``
+hyper-parameters) that expands to views and an objective (:mod:`.objective`), to which
+a block may add views and terms (``views:``, ``objective:``). A batch (of sentences,
+DeCLUTR's documents or CLSR's pairs) becomes named embeddings through the views, the
+terms of the objective are computed on them and summed. The training loop
+(:mod:`.trainer`) is the same for all of them.
 
 A method is called inside the model's single ``forward`` (so that DistributedDataParallel
 sees one forward per step however many encoder passes the recipe makes). Embeddings
@@ -11,24 +13,24 @@ entering an in-batch loss are gathered across processes first
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-
-import logging
+from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from contrastive_sentence_embeddings.config import flag, integer, number
+from contrastive_sentence_embeddings.config import ParameterError, check_values, flag, integer, number
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
-from contrastive_sentence_embeddings.training import losses
-from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, unbucket
-from contrastive_sentence_embeddings.training.distributed import gather_embeddings, world_size
-from contrastive_sentence_embeddings.training.dropout import dropout_off, dropout_rate
-from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
+from contrastive_sentence_embeddings.training import objective as objective_module
+from contrastive_sentence_embeddings.training.objective import (
+    DCL, MLM, VIEW_ORDER, DropoutPair, Encoded, InfoNCE, NTXent, OffDropout, OffDropoutInfoNCE, Pairs,
+    SelfContrast, Spans, Term, TwoRates, View, Decorrelation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +70,16 @@ class ContrastiveModel(nn.Module):
         return SentenceEncoder(self.encoder, tokenizer, self.pooling, batch_size=128, device=device)
 
 
-@dataclass
+
 class Method:
-    """Base of the recipes; subclasses are dataclasses of their hyper-parameters."""
+    """What the trainer and the training runs use of a method (:class:`ComposedMethod`
+    is the one implementation): its data ``family``, whether its loss is computed on
+    embeddings gathered across processes (``gathers_embeddings``: the trainer then
+    scales it by the number of processes; see distributed.py), the model it trains,
+    its heads, its loss and its description for the metadata."""
 
     name = "method"
-    # The data family: which training pipeline feeds it (config.FAMILIES): sentences,
-    # documents (DeCLUTR) or pairs (CLSR).
     family = "sentences"
-    # True when the loss is computed on embeddings gathered across processes (the
-    # trainer then scales it by the number of processes; see distributed.py).
     gathers_embeddings = True
 
     def build_model(self, encoder: nn.Module, tokenizer, pooling: str, source: str, **options) -> nn.Module:
@@ -93,8 +95,7 @@ class Method:
         return TrainedEncoder(encoder.cpu(), tokenizer, pooling, metadata)
 
     def describe(self, model: nn.Module) -> dict:
-        """The hyper-parameters as recorded in the model's metadata."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        raise NotImplementedError
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         """Training-only heads built from scratch."""
@@ -104,98 +105,83 @@ class Method:
         """Training-only heads loaded with the encoder (DeCLUTR's MLM head)."""
         return {}
 
-    def loss(self, model: ContrastiveModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Logs:
+    def loss(self, model: nn.Module, **batch) -> Logs:
         raise NotImplementedError
 
+
+# --- presets: the five published methods -------------------------------------------------
+@dataclass
+class Preset:
+    """A published method as a ``kind``: a strict dataclass of its block's ``method:``
+    hyper-parameters (today's keys), which :meth:`expand` turns into views and terms."""
+
+    name: ClassVar[str] = "preset"
+    family: ClassVar[str] = "sentences"
+
+    def expand(self) -> tuple[list[View], list[Term]]:
+        raise NotImplementedError
+
+    def describe(self, model: nn.Module) -> dict:
+        """The hyper-parameters as recorded in the model's metadata."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     @classmethod
-    def from_params(cls, params: Mapping) -> "Method":
+    def from_params(cls, params: Mapping) -> "Preset":
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:
-            raise ValueError(f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+            raise ValueError(f"{cls.name}: unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(names))}")
+        check_values(cls, params, cls.name)
         return cls(**params)
 
 
-def _two_dropout_views(model: ContrastiveModel, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each sentence encoded twice in one forward pass of the doubled batch: the two
-    copies get independent dropout masks (SimCSE's augmentation)."""
-    pooled = model.embed(torch.cat([input_ids, input_ids]), torch.cat([attention_mask, attention_mask]))
-    return pooled.chunk(2)
+_TEMPERATURE = number(0, low_open=True)
 
 
 @dataclass
-class SimCSE(Method):
-    """Unsupervised SimCSE (Gao et al., 2021): two dropout views, the MLP in training
-    only, InfoNCE with in-batch negatives (``losses.info_nce``)."""
+class SimCSE(Preset):
+    """Unsupervised SimCSE (Gao et al., 2021): ``dropout_pair`` views, ``info_nce``
+    through the MLP (training only)."""
 
-    name = "simcse"
-    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    name: ClassVar[str] = "simcse"
+    temperature: float = field(default=0.05, metadata=_TEMPERATURE)
     use_mlp: bool = field(default=True, metadata=flag())
 
-    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
-        return nn.ModuleDict({"mlp": mlp_head(hidden_size)} if self.use_mlp else {})
-
-    def project(self, model: ContrastiveModel, pooled: torch.Tensor) -> torch.Tensor:
-        return model.heads["mlp"](pooled) if "mlp" in model.heads else pooled
-
-    def loss(self, model, input_ids, attention_mask) -> Logs:
-        view1, view2 = _two_dropout_views(model, input_ids, attention_mask)
-        z1, z2 = gather_embeddings(self.project(model, view1), self.project(model, view2))
-        value = losses.info_nce(z1, z2, self.temperature)
-        return {"loss": value, "info_nce": value.detach()}
+    def expand(self):
+        return [DropoutPair()], [InfoNCE(temperature=self.temperature, head="mlp" if self.use_mlp else "none")]
 
 
 @dataclass
-class SCD(Method):
-    """SCD (Klein and Nabi, 2022): view A at dropout ``rate_a``, view B at ``rate_b``;
-    ``self_contrast_weight * self_contrast(h_a, h_b)`` (mean cosine, minimised: pushes
-    the views apart) plus ``decorrelation_weight * decorrelation(p_a, p_b,
-    off_diagonal_weight)`` on the projector outputs (pulls features together and
-    decorrelates them); the projector outputs are batch-normalised once, inside the
-    decorrelation loss, as the reference code's ``bn(projector(.))``. Defaults are the reference code's BERT settings (see
+class SCD(Preset):
+    """SCD (Klein and Nabi, 2022): ``two_rates`` views (``rate_a``, ``rate_b``);
+    ``self_contrast_weight * self_contrast + decorrelation_weight * decorrelation``
+    (its projector of ``projector_widths``; ``off_diagonal_weight``), both per process.
+    The decorrelation standardises the projector outputs once, as the reference code's
+    ``bn(projector(.))``. Defaults are the reference code's BERT settings (see
     ``conf/base/parameters_scd.yml`` for the paper's notation)."""
 
-    name = "scd"
-    gathers_embeddings = False  # per-pair and per-process batch-statistics terms
-    rate_a: float = field(default=0.05, metadata=number(0, 1, high_open=True))  # dropout rates
+    name: ClassVar[str] = "scd"
+    rate_a: float = field(default=0.05, metadata=number(0, 1, high_open=True))
     rate_b: float = field(default=0.155, metadata=number(0, 1, high_open=True))
-    # reference code: alpha 1 / temperature 0.05
-    self_contrast_weight: float = field(default=20.0, metadata=number(0))
+    self_contrast_weight: float = field(default=20.0, metadata=number(0))  # reference code: alpha 1 / temperature 0.05
     decorrelation_weight: float = field(default=0.005225, metadata=number(0))
     off_diagonal_weight: float = field(default=0.012, metadata=number(0))
-    projector_widths: Sequence[int] = field(default_factory=lambda: [4096, 4096, 4096], metadata=integer(1, each=True))
+    projector_widths: Sequence[int] = field(default_factory=lambda: [4096, 4096, 4096],
+                                            metadata=integer(1, each=True))
 
-    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
-        return nn.ModuleDict({"projector": decorrelation_projector(hidden_size, self.projector_widths)})
-
-    def loss(self, model, input_ids, attention_mask) -> Logs:
-        with dropout_rate(model.encoder, self.rate_a):
-            h_a = model.embed(input_ids, attention_mask)
-        with dropout_rate(model.encoder, self.rate_b):
-            h_b = model.embed(input_ids, attention_mask)
-        # Per-pair and batch-statistics terms: no gathering (BatchNorm is per process).
-        return self.objective(h_a, h_b, model.heads["projector"])
-
-    def objective(self, h_a: torch.Tensor, h_b: torch.Tensor, projector: nn.Module) -> Logs:
-        """The SCD loss of two views of a batch, with ``bn`` = standardisation over the
-        batch applied once, inside ``losses.decorrelation`` (the projector ends with
-        its last Linear)::
-
-            loss = self_contrast_weight * mean_i cos(h_a_i, h_b_i)
-                 + decorrelation_weight * decorrelation(projector(h_a), projector(h_b), off_diagonal_weight)
-        """
-        contrast = losses.self_contrast(h_a, h_b)
-        decorrelation = losses.decorrelation(projector(h_a), projector(h_b), self.off_diagonal_weight)
-        value = self.self_contrast_weight * contrast + self.decorrelation_weight * decorrelation
-        return {"loss": value, "self_contrast": contrast.detach(), "decorrelation": decorrelation.detach()}
+    def expand(self):
+        return [TwoRates(rate_a=self.rate_a, rate_b=self.rate_b)], [
+            SelfContrast(weight=self.self_contrast_weight),
+            Decorrelation(weight=self.decorrelation_weight, off_diagonal_weight=self.off_diagonal_weight,
+                          projector_widths=self.projector_widths)]
 
 
 @dataclass
-class ImSimCSE(Method):
-    """ImSimCSE / SimCSE++ (Xu et al., 2023): SimCSE's two dropout views (through the
-    MLP) as the positive, negatives from a third, dropout-free pass weighted as in
-    ``losses.off_dropout_info_nce`` (``m``), plus ``dcl_weight`` times the
-    dimension-wise contrastive loss on the two views.
+class ImSimCSE(Preset):
+    """ImSimCSE / SimCSE++ (Xu et al., 2023): ``dropout_pair`` and ``off_dropout``
+    views through the MLP; ``off_dropout_info_nce`` (``m``, ``temperature``) plus
+    ``dcl_weight`` times ``dcl`` (``dcl_temperature``) on the two dropout views.
 
     Follows the authors' code of September 2022 (Jiahao004/SimCSE-plus-plus at
     899e49b, ``models_re_vicreg.py``; defaults of ``train_re_vicreg.py`` at 24b0c5b:
@@ -207,51 +193,43 @@ class ImSimCSE(Method):
     That script passes ``pos_ratio 1`` for the full model; ``m = 0.9`` is the
     scripts' Python default (set ``m: 1`` to match ``run_re_vicreg.sh``)."""
 
-    name = "imsimcse"
-    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    name: ClassVar[str] = "imsimcse"
+    temperature: float = field(default=0.05, metadata=_TEMPERATURE)
     m: float = field(default=0.9, metadata=number(0, 1))
     dcl_weight: float = field(default=0.1, metadata=number(0))
-    dcl_temperature: float = field(default=5.0, metadata=number(0, low_open=True))
+    dcl_temperature: float = field(default=5.0, metadata=_TEMPERATURE)
 
-    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
-        return nn.ModuleDict({"mlp": mlp_head(hidden_size)})
-
-    def loss(self, model, input_ids, attention_mask) -> Logs:
-        view1, view2 = _two_dropout_views(model, input_ids, attention_mask)
-        with dropout_off(model.encoder):
-            view0 = model.embed(input_ids, attention_mask)
-        mlp = model.heads["mlp"]
-        z1, z2, z0 = gather_embeddings(mlp(view1), mlp(view2), mlp(view0))
-        contrastive = losses.off_dropout_info_nce(z1, z2, z0, self.m, self.temperature)
-        dcl = losses.dimension_contrastive_loss(z1, z2, self.dcl_temperature)
-        value = contrastive + self.dcl_weight * dcl
-        return {"loss": value, "off_dropout_info_nce": contrastive.detach(), "dcl": dcl.detach()}
+    def expand(self):
+        return [DropoutPair(), OffDropout()], [
+            OffDropoutInfoNCE(m=self.m, temperature=self.temperature, head="mlp"),
+            DCL(weight=self.dcl_weight, temperature=self.dcl_temperature, head="mlp")]
 
 
 @dataclass
-class DeCLUTR(Method):
-    """DeCLUTR (Giorgi et al., 2021): anchors and positives are spans of the same
-    documents (batches from :class:`.declutr.DeclutrCollate`). The ``P`` positives of
-    an anchor are embedded and averaged into one; ``losses.nt_xent`` over the anchors
-    and averaged positives (every other anchor and positive of the batch, including
-    those of the same document, is a negative) plus, when ``mlm`` is on, the masked-LM
-    loss of the anchors, computed from the same forward pass that embeds the masked
+class DeCLUTR(Preset):
+    """DeCLUTR (Giorgi et al., 2021): ``spans`` views (anchors and the average of each
+    anchor's ``P`` positives, from :class:`.declutr.DeclutrCollate`'s batches);
+    ``nt_xent`` over them (every other anchor and positive of the batch, including
+    those of the same document, is a negative) plus, when ``mlm`` is on, the ``mlm``
+    term on the anchors, computed from the same forward pass that embeds the masked
     anchor::
 
         loss = nt_xent(anchors, mean_p(positives), temperature) + mlm_cross_entropy
 
     ``mlm_cross_entropy`` is the mean over every masked anchor token of the batch."""
 
-    name = "declutr"
-    family = "documents"
-    temperature: float = field(default=0.05, metadata=number(0, low_open=True))
+    name: ClassVar[str] = "declutr"
+    family: ClassVar[str] = "documents"
+    temperature: float = field(default=0.05, metadata=_TEMPERATURE)
     mlm: bool = field(default=True, metadata=flag())
     mlm_probability: float = field(default=0.15, metadata=number(0, 1, low_open=True, high_open=True))
-    # padded tokens per forward pass when bucketing spans by length
-    bucket_tokens: int = field(default=4096, metadata=integer(1))
+    bucket_tokens: int = field(default=4096, metadata=integer(1))  # padded tokens per pass when bucketing spans
 
-    def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
-        return {"mlm": load_mlm_head(source, encoder)} if self.mlm else {}
+    def expand(self):
+        terms: list[Term] = [NTXent(temperature=self.temperature)]
+        if self.mlm:
+            terms.append(MLM(probability=self.mlm_probability))
+        return [Spans(bucket_tokens=self.bucket_tokens)], terms
 
     def describe(self, model: nn.Module) -> dict:
         """The hyper-parameters, without ``mlm_probability`` when ``mlm`` is off (no
@@ -261,38 +239,141 @@ class DeCLUTR(Method):
             described.pop("mlm_probability")
         return described
 
-    def loss(self, model, anchors: list[dict], positives: list[dict]) -> Logs:
-        pieces, rows = [], []
-        mlm_sum = torch.zeros((), device=anchors[0]["input_ids"].device)
-        mlm_tokens = 0
-        for bucket in anchors:
-            pooled, outputs = model.encode_tokens(bucket["input_ids"], bucket["attention_mask"])
-            pieces.append(pooled)
-            rows.append(bucket["rows"])
-            labels = bucket.get("mlm_labels")
-            if labels is not None and "mlm" in model.heads:
-                chosen = labels != IGNORE_INDEX
-                if chosen.any():  # the head only on the masked positions: no logits for the rest
-                    logits = model.heads["mlm"](outputs.last_hidden_state[chosen])
-                    mlm_sum = mlm_sum + F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
-                    mlm_tokens += int(chosen.sum())
-        anchor_embeddings = unbucket(pieces, rows, sum(len(r) for r in rows))
-        positive_rows = [bucket["rows"] for bucket in positives]
-        positive_embeddings = unbucket([model.embed(b["input_ids"], b["attention_mask"]) for b in positives],
-                                       positive_rows, sum(len(r) for r in positive_rows))
-        per_anchor = positive_embeddings.shape[0] // anchor_embeddings.shape[0]
-        averaged = positive_embeddings.view(anchor_embeddings.shape[0], per_anchor, -1).mean(dim=1)
-        contrastive = losses.nt_xent(*gather_embeddings(anchor_embeddings, averaged), self.temperature)
-        logs = {"nt_xent": contrastive.detach()}
-        value = contrastive
-        if self.mlm:
-            mlm = mlm_sum / max(mlm_tokens, 1)
-            # The trainer multiplies the loss by the number of processes to undo DDP's
-            # averaging of the gathered term; the per-process MLM term is divided here
-            # so that it ends up averaged over processes as usual.
-            value = value + mlm / world_size()
-            logs["mlm"] = mlm.detach()
-        return {"loss": value, **logs}
+
+@dataclass
+class CLSR(Preset):
+    """CLSR: a frozen encoder's pooled embeddings, an encoder network ``f`` (the
+    ``pairs`` view; ``hidden_width`` is its hidden layer, None: the encoder's hidden
+    size) and a projection head ``g`` trained with ``nt_xent`` at ``temperature`` on
+    positive pairs (``losses.clsr_loss`` written as a view and a term). The model is
+    :class:`.clsr.CLSRModel`: only ``f`` and ``g`` train, on cached embeddings
+    (:mod:`.clsr`)."""
+
+    name: ClassVar[str] = "clsr"
+    family: ClassVar[str] = "pairs"
+    temperature: float = field(default=0.1, metadata=_TEMPERATURE)
+    hidden_width: int | None = field(default=None, metadata=integer(1, null=True))
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
+        if self.hidden_width is not None and int(self.hidden_width) < 1:
+            raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
+
+    def expand(self):
+        return [Pairs(hidden_width=self.hidden_width)], [NTXent(temperature=self.temperature, head="projection")]
+
+    def describe(self, model) -> dict:
+        hidden_size = model.encoder[0].in_features
+        return {"temperature": self.temperature, "hidden_width": Pairs(self.hidden_width).width(hidden_size)}
+
+
+# --- a method: a preset's views and terms, and those its block adds ------------------------
+class ComposedMethod(Method):
+    """The views (run in :data:`.objective.VIEW_ORDER`) and terms (summed in order: the
+    preset's, then the block's) of one method; ``extra_views`` and ``extra_terms`` are
+    what the block added to its preset (recorded in the metadata)."""
+
+    def __init__(self, preset: Preset, extra_views: Sequence[View] = (), extra_terms: Sequence[Term] = ()):
+        views, terms = preset.expand()
+        self.preset = preset
+        self.extra_views = list(extra_views)
+        self.extra_terms = list(extra_terms)
+        self.views = sorted([*views, *self.extra_views], key=lambda view: VIEW_ORDER.index(view.name))
+        self.terms = [*terms, *self.extra_terms]
+
+    def __repr__(self) -> str:
+        return (f"ComposedMethod({self.preset!r}, views={[v.name for v in self.views]}, "
+                f"terms={[t.name for t in self.terms]})")
+
+    @property
+    def name(self) -> str:
+        return self.preset.name
+
+    @property
+    def pair_view(self) -> View:
+        return next(view for view in self.views if view.pair)
+
+    @property
+    def family(self) -> str:
+        return self.pair_view.family
+
+    @property
+    def gathers_embeddings(self) -> bool:
+        return any(term.gathered for term in self.terms)
+
+    def term(self, name: str) -> Term | None:
+        return next((term for term in self.terms if term.name == name), None)
+
+    # What DeCLUTR's collate function reads (training.run.train_on_documents).
+    @property
+    def mlm(self) -> bool:
+        return self.term("mlm") is not None
+
+    @property
+    def mlm_probability(self) -> float | None:
+        term = self.term("mlm")
+        return term.probability if term is not None else None
+
+    @property
+    def bucket_tokens(self) -> int:
+        return self.pair_view.bucket_tokens
+
+    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
+        """Each head the terms read, built once, in the order the terms first name it
+        (a head several terms name is shared)."""
+        heads = nn.ModuleDict()
+        for term in self.terms:
+            for name, build in term.heads(hidden_size).items():
+                if name not in heads:
+                    heads[name] = build()
+        return heads
+
+    def pretrained_heads(self, source: str, encoder: nn.Module) -> dict[str, nn.Module]:
+        return {"mlm": load_mlm_head(source, encoder)} if self.mlm else {}
+
+    def build_model(self, encoder, tokenizer, pooling, source, *, cache_dir=None, device=None, seed=None,
+                    encoder_name=None, **options):
+        if self.family != "pairs":
+            return super().build_model(encoder, tokenizer, pooling, source)
+        from contrastive_sentence_embeddings.training.clsr import build_clsr_model
+
+        return build_clsr_model(self, encoder, tokenizer, pooling, cache_dir=cache_dir, device=device, seed=seed,
+                                encoder_name=encoder_name or source)
+
+    def build_network(self, hidden_size: int) -> nn.Sequential:
+        """CLSR's encoder network ``f`` (the ``pairs`` view's)."""
+        return clsr_encoder_network(hidden_size, self.pair_view.width(hidden_size))
+
+    def trained_encoder(self, model, encoder, tokenizer, pooling, metadata):
+        if self.family != "pairs":
+            return super().trained_encoder(model, encoder, tokenizer, pooling, metadata)
+        from contrastive_sentence_embeddings.training.clsr import TrainedCLSR
+
+        return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=model.encoder.cpu().eval())
+
+    def describe(self, model: nn.Module) -> dict:
+        """The preset's hyper-parameters as recorded in the model's metadata, plus the
+        views and terms the block added (only when it added some)."""
+        described = self.preset.describe(model)
+        if self.extra_views:
+            described["views"] = [{"view": view.name, **{f.name: getattr(view, f.name) for f in fields(view)}}
+                                  for view in self.extra_views]
+        if self.extra_terms:
+            described["objective"] = [term.describe() for term in self.extra_terms]
+        return described
+
+    def loss(self, model: nn.Module, **batch) -> Logs:
+        """The views in order, then ``objective.total_loss`` of the terms."""
+        encoded = Encoded()
+        for term in self.terms:
+            if hasattr(term, "reader"):
+                reader = term.reader(batch)
+                encoded.readers[term.name] = reader
+                encoded.anchor_token_readers.append(reader)
+        for view in self.views:
+            view.encode(model, batch, encoded)
+        return objective_module.total_loss(self.terms, model, encoded)
 
 
 def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
@@ -334,70 +415,44 @@ def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:
     return head
 
 
-@dataclass
-class CLSR(Method):
-    """CLSR: a frozen encoder's pooled embeddings, an encoder network ``f`` and a
-    projection head ``g`` trained with ``losses.clsr_loss`` (NT-Xent at
-    ``temperature``) on positive pairs. ``hidden_width`` is ``f``'s hidden layer
-    (None: the encoder's hidden size). The model is :class:`.clsr.CLSRModel`: only
-    ``f`` and ``g`` train, on cached embeddings (:mod:`.clsr`)."""
-
-    name = "clsr"
-    family = "pairs"
-    temperature: float = field(default=0.1, metadata=number(0, low_open=True))
-    hidden_width: int | None = field(default=None, metadata=integer(1, null=True))
-
-    def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
-        if self.hidden_width is not None and int(self.hidden_width) < 1:
-            raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
-
-    def width(self, hidden_size: int) -> int:
-        return int(self.hidden_width or hidden_size)
-
-    def build_network(self, hidden_size: int) -> nn.Sequential:
-        return clsr_encoder_network(hidden_size, self.width(hidden_size))
-
-    def build_heads(self, hidden_size: int) -> nn.ModuleDict:
-        return nn.ModuleDict({"projection": nn.Linear(hidden_size, hidden_size)})
-
-    def build_model(self, encoder, tokenizer, pooling, source, *, cache_dir=None, device=None, seed=None,
-                    encoder_name=None, **options):
-        from contrastive_sentence_embeddings.training.clsr import build_clsr_model
-
-        return build_clsr_model(self, encoder, tokenizer, pooling, cache_dir=cache_dir, device=device, seed=seed,
-                                encoder_name=encoder_name or source)
-
-    def trained_encoder(self, model, encoder, tokenizer, pooling, metadata):
-        from contrastive_sentence_embeddings.training.clsr import TrainedCLSR
-
-        return TrainedCLSR(encoder.cpu(), tokenizer, pooling, metadata, head=model.encoder.cpu().eval())
-
-    def describe(self, model) -> dict:
-        hidden_size = model.encoder[0].in_features
-        return {"temperature": self.temperature, "hidden_width": self.width(hidden_size)}
-
-    def loss(self, model, first: torch.Tensor, second: torch.Tensor) -> Logs:  # type: ignore[override]
-        value = losses.clsr_loss(model.encoder, model.heads["projection"], first, second, self.temperature,
-                                 gather=gather_embeddings)
-        return {"loss": value, "nt_xent": value.detach()}
-
-
 def clsr_encoder_network(hidden_size: int, hidden_width: int) -> nn.Sequential:
     """CLSR's encoder network ``f``: ``Linear(h, w) -> ReLU -> Linear(w, h)``."""
     return nn.Sequential(nn.Linear(hidden_size, hidden_width), nn.ReLU(), nn.Linear(hidden_width, hidden_size))
 
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE, DeCLUTR, CLSR)}
+PRESETS: dict[str, type[Preset]] = {cls.name: cls for cls in (SimCSE, SCD, ImSimCSE, DeCLUTR, CLSR)}
+METHODS = PRESETS  # the name the rest of the project knows them by: a block's ``kind``
 
 
-def method_class(name: str) -> type[Method]:
-    """The recipe called ``name`` (a method block's ``kind``)."""
-    if name not in METHODS:
-        raise ValueError(f"unknown method kind {name!r}; choose one of {', '.join(METHODS)}")
-    return METHODS[name]
+def method_class(name: str) -> type[Preset]:
+    """The preset called ``name`` (a method block's ``kind``)."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(str(name), list(PRESETS), n=1, cutoff=0.6)
+        raise ValueError(f"unknown method kind {name!r}; {f'did you mean {close[0]}? ' if close else ''}"
+                         f"choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
-def build_method(name: str, params: Mapping | None = None) -> Method:
-    return method_class(name).from_params(dict(params or {}))
+def build_method(kind: str, params: Mapping | None = None, views: Sequence | None = None,
+                 objective: Sequence | None = None, where: str | None = None) -> ComposedMethod:
+    """The method of a block: preset ``kind`` with its ``method:`` ``params``, plus the
+    block's extra ``views`` (names or ``{view: <name>, ...}``) and ``objective`` terms
+    (``{term: <name>, weight: ..., ...}``), added after the preset's. ``where`` is the
+    block's name, for errors (``scd_offdrop.objective[0] (off_dropout_info_nce) needs
+    the view 'off_dropout'; ...``)."""
+    where = where or kind
+    preset = method_class(kind).from_params(dict(params or {}))
+    if views is not None and not isinstance(views, list):
+        raise ParameterError(f"{where}.views: expected a list of views, got {views!r}", key=f"{where}.views")
+    if objective is not None and not isinstance(objective, list):
+        raise ParameterError(f"{where}.objective: expected a list of terms, got {objective!r}",
+                             key=f"{where}.objective")
+    extra_views = [objective_module.parse_view(entry, f"{where}.views[{i}]")
+                   for i, entry in enumerate(views or [])]
+    extra_terms = [objective_module.parse_term(entry, f"{where}.objective[{i}]")
+                   for i, entry in enumerate(objective or [])]
+    method = ComposedMethod(preset, extra_views, extra_terms)
+    preset_terms = len(method.terms) - len(extra_terms)
+    entries = [f"{where} ({kind} preset)"] * preset_terms + [f"{where}.objective[{i}]" for i in range(len(extra_terms))]
+    objective_module.check_composition(method.views, method.terms, where, entries)
+    return method

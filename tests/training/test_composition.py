@@ -267,7 +267,7 @@ def test_the_combinations_in_docs_objectives_parse_as_method_blocks():
 
     import yaml
 
-    from contrastive_sentence_embeddings.config import MethodConfig
+    from contrastive_sentence_embeddings.training.method_block import MethodBlock
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "objectives.md").read_text(encoding="utf-8")
     blocks = {}
@@ -275,7 +275,6 @@ def test_the_combinations_in_docs_objectives_parse_as_method_blocks():
         blocks.update({name: block for name, block in yaml.safe_load(snippet).items() if name != "<name>"})
     assert set(blocks) == {"declutr_dcl", "simcse_decorrelation", "scd_offdrop"}
     for name, block in blocks.items():
-        config = MethodConfig.from_params(block, name)
-        method = build_method(config.kind, config.method, config.views, config.objective, where=name)
+        method = MethodBlock.from_params(block, name).method
         assert [term["term"] for term in block["objective"]] == [term.name for term in method.extra_terms]
     assert build_method("scd", {}, ["off_dropout"], blocks["scd_offdrop"]["objective"]).gathers_embeddings

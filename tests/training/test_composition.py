@@ -238,8 +238,9 @@ def test_decorrelation_and_mlm_terms_by_hand():
     ("simcse", ["spans"], None, "a method needs exactly one view that makes the pair"),
     ("declutr", ["off_dropout"], None, "off_dropout re-encodes a sentence batch"),
     ("simcse", None, [{"term": "info_nce"}], "scd_offdrop.objective[0] (info_nce): the objective already has"),
-    ("simcse", None, [{"term": "info_nse"}], "unknown term 'info_nse'; did you mean info_nce?"),
-    ("simcse", ["of_dropout"], None, "unknown view 'of_dropout'; did you mean off_dropout?"),
+    ("simcse", None, [{"term": "info_nse"}],
+     "scd_offdrop.objective[0].term: unknown term 'info_nse'; did you mean info_nce?"),
+    ("simcse", ["of_dropout"], None, "scd_offdrop.views[0]: unknown view 'of_dropout'; did you mean off_dropout?"),
     ("simcse", None, [{"term": "dcl", "head": "projector"}], "head must be one of none, mlp, projection"),
     ("simcse", None, [{"weight": 1}], "expected a mapping with a 'term' key"),
     ("simcse", None, {"term": "dcl"}, "scd_offdrop.objective: expected a list of terms"),
@@ -247,7 +248,9 @@ def test_decorrelation_and_mlm_terms_by_hand():
 def test_impossible_combinations_are_clear_errors(kind, views, terms, message):
     with pytest.raises(ParameterError) as error:
         build_method(kind, {}, views, terms, where="scd_offdrop")
-    assert message in str(error.value)
+    # What the user reads names the key once, at the start of the line.
+    explained = explain_parameter_error(error.value, [])
+    assert message in explained and explained.startswith("scd_offdrop")
 
 
 def test_a_misspelt_term_setting_gets_did_you_mean_and_a_bad_value_its_range():

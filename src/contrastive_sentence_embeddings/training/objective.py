@@ -415,14 +415,17 @@ def _did_you_mean(name, known: Sequence[str]) -> str:
 
 def parse_view(entry, where: str) -> View:
     """A view entry: its name (``off_dropout``) or a mapping ``{view: <name>, <setting>: ...}``."""
+    # The key an error names is where the name was written: the entry itself when it
+    # is a bare name, its `view` key when it is a mapping.
+    key = where if isinstance(entry, str) else f"{where}.view"
     if isinstance(entry, str):
         entry = {"view": entry}
     if not isinstance(entry, Mapping) or "view" not in entry:
         raise ParameterError(f"{where}: expected a view name or a mapping with a 'view' key, got {entry!r}", key=where)
     name = entry["view"]
     if name not in VIEWS:
-        raise ParameterError(f"{where}: unknown view {name!r}; {_did_you_mean(name, list(VIEWS))}"
-                             f"views: {', '.join(VIEWS)}", key=f"{where}.view")
+        raise ParameterError(f"{key}: unknown view {name!r}; {_did_you_mean(name, list(VIEWS))}"
+                             f"views: {', '.join(VIEWS)}", key=key)
     return parse_strict(VIEWS[name], {k: v for k, v in entry.items() if k != "view"}, where)
 
 
@@ -433,7 +436,7 @@ def parse_term(entry, where: str) -> Term:
                              f"got {entry!r}", key=where)
     name = entry["term"]
     if name not in TERMS:
-        raise ParameterError(f"{where}: unknown term {name!r}; {_did_you_mean(name, list(TERMS))}"
+        raise ParameterError(f"{where}.term: unknown term {name!r}; {_did_you_mean(name, list(TERMS))}"
                              f"terms: {', '.join(TERMS)}", key=f"{where}.term")
     return parse_strict(TERMS[name], {k: v for k, v in entry.items() if k != "term"}, where)
 
@@ -446,12 +449,12 @@ def check_composition(views: Sequence[View], terms: Sequence[Term], where: str,
     names = [view.name for view in views]
     pair_views = [name for name in names if VIEWS[name].family is not None]
     if len(pair_views) != 1:
-        raise ParameterError(f"{where}: a method needs exactly one view that makes the pair "
+        raise ParameterError(f"{where}.views: a method needs exactly one view that makes the pair "
                              f"({', '.join(n for n in VIEWS if VIEWS[n].family)}); it has "
                              f"{', '.join(pair_views) or 'none'}", key=f"{where}.views")
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise ParameterError(f"{where}: view(s) {', '.join(twice)} given twice", key=f"{where}.views")
+        raise ParameterError(f"{where}.views: view(s) {', '.join(twice)} given twice", key=f"{where}.views")
     family = VIEWS[pair_views[0]].family
     term_names = [term.name for term in terms]
     entries = list(entries or [f"{where}.objective[{i}]" for i in range(len(terms))])

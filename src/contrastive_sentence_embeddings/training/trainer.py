@@ -117,6 +117,12 @@ class TrainingConfig:
     # per visible CUDA GPU, 1 without). batch_size is per process: the global batch is
     # batch_size x processes. The loop itself reads only the processes it actually runs in.
     num_processes: int | str = field(default=1, metadata=integer(1, words=("auto",)))
+    # Speed settings that do not change what is computed (benchmarks/training_throughput.py
+    # measures each on and off; docs/gpu.md). null: chosen by the device.
+    fused_optimizer: bool | None = field(default=None, metadata=flag(null=True))  # null: fused AdamW on CUDA
+    pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
+    loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
+    tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -130,6 +136,23 @@ class TrainingConfig:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)
         return config
+
+
+class _ExampleCollate:
+    """The loader's collate: the examples at the sampled indices, through ``collate``
+    (a class rather than a closure, so that loader workers can run it)."""
+
+    def __init__(self, examples: Sequence, collate: Callable[[list], dict]):
+        self.examples, self.collate = examples, collate
+
+    def __call__(self, rows: list[int]) -> dict:
+        return self.collate([self.examples[i] for i in rows])
+
+
+# Read the loss back to the host at every step (the loop before it kept the window's
+# sums on the device): only benchmarks/training_throughput.py's ablation sets it, to
+# measure what the per-step synchronisation costs on a GPU.
+HOST_SYNC_EVERY_STEP = False
 
 
 class SettingsRead:
@@ -301,11 +324,17 @@ def peak_memory_gib(device: torch.device) -> float:
     return peak / (2**30 if sys.platform == "darwin" else 2**20)
 
 
-def build_optimizer(model: torch.nn.Module, config: TrainingConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device | None = None
+                    ) -> torch.optim.Optimizer:
+    """AdamW or SGD over :func:`parameter_groups`; on CUDA AdamW is the fused kernel
+    (one launch for every parameter) unless ``fused_optimizer`` is false. The update
+    is the same as the default implementation's up to float rounding."""
     groups = parameter_groups(model, config.weight_decay)
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum)
-    return torch.optim.AdamW(groups, lr=config.learning_rate)
+    on_cuda = device is not None and device.type == "cuda"
+    fused = on_cuda if config.fused_optimizer is None else bool(config.fused_optimizer and on_cuda)
+    return torch.optim.AdamW(groups, lr=config.learning_rate, **({"fused": True} if fused else {}))
 
 
 def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
@@ -548,9 +577,13 @@ def train(
     # (it assumes a step count computed for one process), which with W processes ran the
     # warm-up and decay W times too fast against `steps` below.
     launcher_world = launched_world()
+    from accelerate.utils import DataLoaderConfiguration
+
     accelerator = Accelerator(mixed_precision=_mixed_precision(config),
                               cpu=trains_on_cpu(config.device, launcher_world[0], torch.cuda.is_available()),
                               step_scheduler_with_optimizer=False,
+                              # pinned batches are copied to the GPU without waiting (pin_memory)
+                              dataloader_config=DataLoaderConfiguration(non_blocking=True),
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     # Before any collective and any step: every process must see the world it was launched into.
     check_world((accelerator.num_processes, accelerator.process_index), launcher_world, _torch_world(),
@@ -558,6 +591,9 @@ def train(
     processes = accelerator.num_processes
     if accelerator.device.type == "cuda":  # this run's peak, not an earlier run's in the same process
         torch.cuda.reset_peak_memory_stats(accelerator.device)
+        # Process-wide, as transformers' Trainer sets it: the float32 matrix products left
+        # outside autocast (the loss's similarity matrices, a fp32 run) on TF32 units.
+        torch.backends.cuda.matmul.allow_tf32 = bool(config.tf32)
     global_batch = config.batch_size * processes
     if len(examples) < global_batch:
         raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}"
@@ -576,9 +612,13 @@ def train(
             return pad_batch(rows, tokenizer.pad_token_id)
 
     generator = torch.Generator().manual_seed(config.seed)
+    on_cuda = accelerator.device.type == "cuda"
+    pin = on_cuda if config.pin_memory is None else bool(config.pin_memory and on_cuda)
     loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
-                        generator=generator, collate_fn=lambda rows: collate([examples[i] for i in rows]))
-    optimizer = build_optimizer(model, config)
+                        generator=generator, collate_fn=_ExampleCollate(examples, collate),
+                        num_workers=config.loader_workers, pin_memory=pin,
+                        persistent_workers=config.loader_workers > 0)
+    optimizer = build_optimizer(model, config, accelerator.device)
     if config.schedule == "slanted_triangular":  # its own rise: warmup_ratio is not read
         cut_fraction = config.cut_fraction
         multiplier = lambda step: slanted_triangular(step, steps, cut_fraction)  # noqa: E731
@@ -676,7 +716,8 @@ def train(
             torch.save(best_state, staging / BEST_WEIGHTS)
             # The loss window under way (a checkpoint between two logged rows): a resumed
             # run's next row averages the same steps as the uninterrupted run's.
-            window = {"loss": dict(window_loss), "count": window_count, "seconds": time.perf_counter() - window_start}
+            window = {"loss": _read_window(window_loss, window_steps), "count": window_count,
+                      "seconds": time.perf_counter() - window_start}
             write_text_atomically(staging / TRAINER_STATE,  # synced before publish
                                   json.dumps({**state, "window": window}, indent=1))
             crash_point("checkpoint:before_publish")
@@ -690,8 +731,9 @@ def train(
     # The steps since the last logged row; a checkpoint written before the "window"
     # entry existed resumes with an empty one.
     window = state.pop("window", None) or {}
-    window_loss: dict[str, float] = dict(window.get("loss", {}))
+    window_loss: dict[str, float | torch.Tensor] = dict(window.get("loss", {}))
     window_count = int(window.get("count", 0))
+    window_steps: list[int] = []  # the steps summed in window_loss since it was last checked
     window_start = time.perf_counter() - float(window.get("seconds", 0.0))
     progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
                     disable=not accelerator.is_local_main_process)
@@ -719,12 +761,16 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
             state["examples"] += config.batch_size * accelerator.num_processes
+            # The window's sums stay on the device: reading a loss back waits for the GPU
+            # to finish the step, so the host could not queue the next one meanwhile. They
+            # are read (and checked) when a row is logged, at a checkpoint and at the end.
             for key, value in outputs.items():
-                window_loss[key] = window_loss.get(key, 0.0) + float(value.detach())
+                window_loss[key] = window_loss.get(key, 0.0) + value.detach().float()
             window_count += 1
-            if not math.isfinite(float(outputs["loss"].detach())):
-                raise FloatingPointError(f"loss became {float(outputs['loss'])} at step {state['step']}; "
-                                         "lower the learning rate or check the data")
+            window_steps.append(state["step"])
+            if HOST_SYNC_EVERY_STEP or state["step"] % config.log_every == 0 or state["step"] == steps:
+                window_loss = _read_window(window_loss, window_steps)
+                window_steps = []
             if state["step"] % config.log_every == 0 or state["step"] == steps:
                 elapsed = time.perf_counter() - window_start
                 row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
@@ -737,6 +783,8 @@ def train(
                 window_loss, window_count, window_start = {}, 0, time.perf_counter()
             progress.update(1)
             if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
+                window_loss = _read_window(window_loss, window_steps)  # no weights of a diverged step are scored
+                window_steps = []
                 model.eval()
                 evaluate()
                 model.train()
@@ -791,6 +839,26 @@ def _gather_rng_states(accelerator) -> list[dict]:
     from accelerate.utils import gather_object
 
     return gather_object([state])
+
+
+def _read_window(window_loss: Mapping[str, float | torch.Tensor], steps: Sequence[int]) -> dict[str, float]:
+    """The window's loss sums as numbers (one transfer for all of them), refusing a
+    non-finite loss: ``steps`` are those summed since the last check, named in the
+    error (a NaN or an infinity in a sum comes from one of them)."""
+    keys = list(window_loss)
+    values = [window_loss[k] for k in keys]
+    if any(isinstance(v, torch.Tensor) for v in values):
+        values = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=_device_of(values)) for v in values]
+                             ).tolist()
+    read = dict(zip(keys, (float(v) for v in values)))
+    if "loss" in read and not math.isfinite(read["loss"]):
+        where = (f"at step {steps[0]}" if len(steps) == 1 else f"in steps {steps[0]}-{steps[-1]}") if steps else ""
+        raise FloatingPointError(f"loss became {read['loss']} {where}; lower the learning rate or check the data")
+    return read
+
+
+def _device_of(values: Sequence) -> torch.device:
+    return next(v.device for v in values if isinstance(v, torch.Tensor))
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

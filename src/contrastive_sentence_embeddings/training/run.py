@@ -181,5 +181,6 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         "examples_per_second": round(result.examples_per_second, 2),
         "peak_memory_gib": result.extra.get("peak_memory_gib"),
         "peak_memory_measure": result.extra.get("peak_memory_measure"),  # trainer.MEMORY_MEASURES
+        "mixed_precision": result.extra.get("mixed_precision"),  # what the run computed in: no, bf16 or fp16
         "train_seconds": round(result.seconds, 1),
     }

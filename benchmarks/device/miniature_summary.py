@@ -59,11 +59,9 @@ def method_proof(project: Path, method: str, out: Path) -> dict:
     """Copy ``method``'s metadata and training curve to ``out/<method>/``; its figures."""
     metadata_file = only(sorted((project / "data/06_models" / method).rglob("cse_metadata.json")),
                          f"{method}'s cse_metadata.json")
-    curve_file = only(sorted((project / "data/08_reporting/training_curves").glob(f"{method}*"))
-                      + sorted((project / "data/08_reporting/training_curves" / method).glob("*.csv")),
-                      f"{method}'s training curve")
-    if curve_file.is_dir():  # training_curves/<method>/ itself matched the glob
-        curve_file = only(sorted(curve_file.glob("*.csv")), f"{method}'s training curve")
+    curve_file = project / "data/08_reporting/training_curves" / f"{method}.csv"  # every seed's rows, with `seed`
+    if not curve_file.is_file():
+        raise FileNotFoundError(f"{curve_file}: {method}'s training curve is missing")
     metrics_file = project / "data/08_reporting/metrics" / f"{method}.json"
     metadata = json.loads(metadata_file.read_text(encoding="utf-8"))
     target = out / method
@@ -74,7 +72,8 @@ def method_proof(project: Path, method: str, out: Path) -> dict:
     figures["files"] = {"metadata": str(metadata_file), "curve": str(curve_file), "metrics": str(metrics_file)}
     if metrics_file.is_file():
         metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
-        figures["metrics"] = {key: value for key, value in metrics.items() if isinstance(value, (int, float, str))}
+        figures["metrics"] = {key: value for key, value in metrics.items()  # the averages, not each subset
+                              if isinstance(value, (int, float, str)) and "/" not in key}
     return figures
 
 

@@ -44,7 +44,12 @@ for folder in "$WHEELS" "$CSE_TOKENIZER_DIR" "$CSE_DATA_MIRROR"; do
 done
 
 # 1. The wheelhouse, into a folder of its own ahead of the system's packages.
-"$PYTHON" -m pip install -q --upgrade --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl
+if "$PYTHON" -m pip --version > /dev/null 2>&1; then
+    "$PYTHON" -m pip install -q --upgrade --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl
+else  # a Python without pip: a wheel is a zip of its files as installed (nothing is run from bin/)
+    echo "paper_miniature: no pip in $PYTHON; unpacking the wheels into $SITE"
+    for wheel in "$WHEELS"/*.whl; do "$PYTHON" -m zipfile -e "$wheel" "$SITE"; done
+fi
 export PYTHONPATH="$SITE:$ROOT/src"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 KEDRO_DISABLE_TELEMETRY=1 MPLBACKEND=Agg
 "$PYTHON" - <<'PY'

@@ -21,16 +21,26 @@ from pathlib import Path
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def build(tokenizer_dir: Path, out: Path, layers: int, hidden: int, seed: int) -> Path:
+def bert_config(layers: int = 12, hidden: int = 768):
+    """bert-base-uncased's configuration (``BertConfig``'s defaults), with ``layers``
+    layers of width ``hidden`` (64-wide heads, a 4 x wide feed-forward layer)."""
+    from transformers import BertConfig
+
+    return BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=max(1, hidden // 64),
+                      intermediate_size=4 * hidden)
+
+
+def build(tokenizer_dir: Path, out: Path, layers: int = 12, hidden: int = 768, seed: int = 0) -> Path:
+    """The encoder folder ``out`` (created; refused if it exists): random weights drawn
+    with ``seed``, the tokenizer files of ``tokenizer_dir``."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertModel
 
     if not (tokenizer_dir / "vocab.txt").is_file():
         raise FileNotFoundError(f"{tokenizer_dir}: no vocab.txt (a BERT word-piece tokenizer folder is needed)")
     if out.exists():
         raise FileExistsError(f"{out} exists; remove it or choose another --out")
-    config = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=max(1, hidden // 64),
-                        intermediate_size=4 * hidden)
+    config = bert_config(layers, hidden)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), use_fast=True)
     if len(tokenizer) != config.vocab_size:
         raise ValueError(f"{tokenizer_dir}: {len(tokenizer)} tokens, bert-base-uncased has {config.vocab_size}")

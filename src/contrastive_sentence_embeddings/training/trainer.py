@@ -834,7 +834,8 @@ def train(
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(settings), "settings_unread": config.unread(),
                            "num_processes": accelerator.num_processes, "peak_memory_gib": round(peak, 3),
-                           "mixed_precision": str(accelerator.mixed_precision),
+                           # where it ran, in accelerate's words ("cuda:0", "bf16"): a paper run's proof
+                           "device": str(accelerator.device), "mixed_precision": str(accelerator.mixed_precision),
                            "peak_memory_measure": memory_measure(accelerator.device),
                            "examples_seen": int(state["examples"])})
 

@@ -301,9 +301,10 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
 
     window = args.warmup
     steps = args.warmup + args.steps
-    training = {"max_steps": steps, "eval_every": 0, "log_every": window, "checkpoint_dir": None,
+    # epochs: enough for max_steps to be the limit (DeCLUTR's 74 documents make 4 batches an epoch)
+    training = {"max_steps": steps, "epochs": 1000, "eval_every": 0, "log_every": window, "checkpoint_dir": None,
                 "device": "cpu" if device.type == "cpu" else None, "num_processes": 1,
-                "seed": 42, **(settings or {})}
+                "seed": 42, **args.training_settings, **(settings or {})}
     block = method_block(name, {"training": training, "max_examples": None})
     folder = build_encoder_folder(shape, tokenizer, folders)
     set_seed(42)
@@ -470,19 +471,20 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[
         ("no pinned memory", {"pin_memory": False}, None, {}),
         ("2 loader workers", {"loader_workers": 2}, None, {}),
         ("loss read back every step", {}, None, {"host_sync": True}),
-        ("torch.compile(encoder, dynamic=True)", {}, "compile", {}),
+        ("torch.compile (training.compile)", {"compile": True}, None, {}),
     ]
     if device.type != "cuda":
         variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]]
     rows = []
     for label, settings, tweak, extra in variants:
+        if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
+            rows.append(variant_in_subprocess(label, shape, args, settings))
+            print(f"  {label}: {rows[-1].get('examples_per_second', rows[-1].get('error'))} examples/s", flush=True)
+            continue
         local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
                                       "eval_cost": False})
         trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
         tweak_fn = None
-        if tweak == "compile":
-            def tweak_fn(model):  # noqa: E306
-                model.encoder.forward = torch.compile(model.encoder.forward, dynamic=True)
         try:
             row = run_method("simcse", shape, local, inputs, tokenizer, folders, device,
                              settings=settings, tweak=tweak_fn)
@@ -497,8 +499,55 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[
     return rows
 
 
+def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:
+    """SimCSE with ``settings`` measured by this script in a process of its own."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / "row.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", "simcse",
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--no-peer", "--no-eval-cost",
+                   "--encoder-config", shape, "--output", str(output),
+                   *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()]]
+        if args.mirror:
+            command += ["--mirror", args.mirror]
+        if args.tokenizer:
+            command += ["--tokenizer", args.tokenizer]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode or not output.is_file():
+            return {"variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
+    row["variant"] = label
+    return row
+
+
+def scaling_rows(shape: str, args, inputs, tokenizer, folders, device, batches: list[int]) -> list[dict]:
+    """SimCSE at larger batches (the GPU's utilisation against the batch), each also
+    through gradient caching at the paper's 64 (``mini_batch_size``)."""
+    rows = []
+    for batch in batches:
+        for mini in (None, 64):
+            if mini is not None and mini >= batch:
+                continue
+            settings = {"batch_size": batch, **({"mini_batch_size": mini} if mini else {})}
+            label = f"batch {batch}" + (f", mini-batches of {mini}" if mini else "")
+            try:
+                row = run_method("simcse", shape, argparse.Namespace(**{**vars(args), "eval_cost": False}), inputs,
+                                 tokenizer, folders, device, settings=settings)
+            except Exception as error:  # noqa: BLE001 - e.g. out of memory: a row that says so
+                logger.exception("%s failed", label)
+                row = {"error": f"{type(error).__name__}: {error}"[:300]}
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            row["variant"] = label
+            rows.append(row)
+            print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s, MFU {row.get('mfu')}",
+                  flush=True)
+    return rows
+
+
 # --- report -------------------------------------------------------------------------------
 def git_commit() -> str:
+    if os.environ.get("CSE_CODE_VERSION"):  # a copy of the tree without its history (the GPU machine)
+        return os.environ["CSE_CODE_VERSION"]
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
                                 text=True, check=True).stdout.strip()
@@ -540,6 +589,9 @@ def main() -> None:
     parser.add_argument("--attention", default=None, choices=["sdpa", "eager"], help="default: transformers' own")
     parser.add_argument("--no-peer", dest="peer", action="store_false")
     parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--scaling", default="", help="SimCSE batch sizes to add, e.g. 256,1024")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a training setting for every run (a YAML value), e.g. --set mixed_precision=no")
     parser.add_argument("--no-eval-cost", dest="eval_cost", action="store_false")
     parser.add_argument("--mirror", default=None)
     parser.add_argument("--tokenizer", default=None)
@@ -547,6 +599,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps % args.warmup:
         parser.error("--steps must be a multiple of --warmup (the timing window)")
+    args.training_settings = {}
+    for item in args.settings:
+        key, _, value = item.partition("=")
+        if not key or not _:
+            parser.error(f"--set {item!r}: expected KEY=VALUE")
+        args.training_settings[key] = yaml.safe_load(value)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -571,7 +629,7 @@ def main() -> None:
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "rows": [], "peer": [], "ablation": [],
+        "training_settings": args.training_settings, "rows": [], "peer": [], "ablation": [], "scaling": [],
     }
     for package in ("transformers", "accelerate", "sentence_transformers"):
         with contextlib.suppress(ImportError):
@@ -618,6 +676,12 @@ def main() -> None:
             report["ablation"] = ablation_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer,
                                                folders, device)
             save()
+    if args.scaling:
+        print("batch scaling (SimCSE) ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:
+            report["scaling"] = scaling_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer,
+                                             Path(scratch), device, [int(b) for b in args.scaling.split(",")])
+        save()
     ours = [r for r in report["rows"] if r.get("method", "").startswith("simcse") and "examples_per_second" in r]
     peers = [r for r in report["peer"] if "examples_per_second" in r]
     if ours and peers:
@@ -631,6 +695,11 @@ def main() -> None:
         print(markdown(report["ablation"], [("variant", "variant"), ("examples/s", "examples_per_second"),
                                             ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
                                             ("error", "error")]))
+    if report["scaling"]:
+        print()
+        print(markdown(report["scaling"], [("variant", "variant"), ("examples/s", "examples_per_second"),
+                                           ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
+                                           ("error", "error")]))
     if "simcse_over_peer" in report:
         print(f"\nSimCSE / sentence-transformers MNRL examples/s: {report['simcse_over_peer']}x")
     print(f"\nwritten: {output}")

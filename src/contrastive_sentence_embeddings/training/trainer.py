@@ -124,6 +124,7 @@ class TrainingConfig:
     pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
     loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
     tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
+    compile: bool = field(default=False, metadata=flag())  # torch.compile the encoder's forward (dynamic shapes)
     # Gradient caching (training/gradient_cache.py): each process's batch runs in mini-batches
     # of this many examples, its loss and gradient still those of the whole batch; memory is
     # one mini-batch's, compute one more forward pass. Must divide batch_size; null: off.
@@ -285,13 +286,18 @@ def data_digest(examples: Sequence) -> str:
     return digest.hexdigest()
 
 
+# Settings that change how fast a run goes, not what it computes (up to float rounding):
+# a checkpoint resumes under other values of them.
+SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile")
+
+
 def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
     """What a checkpoint must match to be resumed: the optimisation settings (other
     than the checkpoint options), the method and its parameters, the pooling, the
     data (``data``: a digest, see :func:`data_digest`) and the number of processes
     the run actually has (not the ``num_processes`` setting: ``auto`` means different
     counts on different machines, and a checkpoint holds one RNG state per process)."""
-    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes")
+    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", *SPEED_SETTINGS)
     settings = {k: v for k, v in asdict(config).items() if k not in ignored}
     if settings.get("mini_batch_size") is None:  # fingerprints without it stay as they were before it existed
         settings.pop("mini_batch_size", None)
@@ -637,6 +643,8 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
+    if config.compile:  # the forward only: the module, its weights and their names stay as they are
+        core.encoder.forward = torch.compile(core.encoder.forward, dynamic=True)
     gradient_cache = None
     if config.mini_batch_size is not None:
         gradient_cache = GradientCache(core, config.batch_size, config.mini_batch_size, autocast=accelerator.autocast,
@@ -809,6 +817,8 @@ def train(
             if state["step"] >= steps:
                 break
     progress.close()
+    if config.compile:
+        del core.encoder.forward  # the class's own forward again, for whoever uses the encoder next
     seconds = time.perf_counter() - started
     # The last checkpoint stays until the model is saved (release_checkpoints): a crash
     # before that would otherwise lose the whole run.

@@ -268,7 +268,8 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
                      for title, text in inputs["articles"].items()}
         config = spans_params.span_config()
         documents = {t: ids for t, ids in documents.items() if len(ids) >= max(2048, config.min_document_length)}
-        epochs = math.ceil(needed / len(documents)) + 1
+        # one set of spans per training epoch: with drop_last an epoch can be a single batch
+        epochs = math.ceil(needed / training.batch_size) + 1
         table = sample_spans(list(documents), [len(v) for v in documents.values()], config, spans_params.seed,
                              epochs, StepReport("declutr_spans"))
         spans = spans_by_document(table.to_pandas() if not isinstance(table, pd.DataFrame) else table)

@@ -23,14 +23,18 @@ Three comparisons:
    exactly 1 with a zero gradient. Its value is still compared here; its gradient is
    checked in comparison 2, and SCD's decorrelation term carries the gradient here.
 2. **bf16 vs fp32, both on the device, dropout on** (the shipped rates; CLSR has no
-   dropout). The same seed before each step draws the same masks on one device:
-   ``test_dropout_masks_do_not_depend_on_precision`` checks that premise, and the
+   dropout). CUDA's dropout kernel draws its mask per dtype (seen on an H100: one seed,
+   other masks for fp32 and bf16), so both runs use :func:`precision_independent_dropout`
+   (the mask drawn in float32) in place of ``torch.nn.functional.dropout``; the same
+   seed then draws the same masks: ``test_dropout_masks_do_not_depend_on_precision``
+   checks that premise, and the
    attention is ``eager`` here, because SDPA picks another kernel for bf16 than for
    fp32 (flash vs memory-efficient), whose attention-dropout masks are drawn
    differently.
 3. **fp32 on the device vs fp32 on the CPU, dropout off**, at 1e-4: the device's
    fp32 kernels themselves (TF32 matmuls switched off for the fp32 runs, so a
-   process-wide TF32 setting cannot hide behind them).
+   process-wide TF32 setting cannot hide behind them). SCD's gradients get a looser
+   bound (``FP32_BY_KIND``): measured on an H100, 1.5e-3 over all gradients.
 
 Tolerances, per comparison (bf16 ones = 1 and 2; fp32 = 3). bf16 keeps 8
 significant bits (a rounding error of up to 2^-9 = 0.2% per operation); the losses
@@ -138,6 +142,11 @@ BF16 = Tolerance(term=1e-2, tensor=0.2, tensor_cosine=0.98, negligible=3e-3, who
 BF16_BY_KIND = {"scd": Tolerance(term=1e-2, tensor=0.6, tensor_cosine=0.85, negligible=3e-3, whole=0.3,
                                  whole_cosine=0.95)}
 FP32 = Tolerance(term=1e-4, tensor=1e-4, tensor_cosine=0.999999, negligible=1e-6, whole=1e-4, whole_cosine=0.999999)
+# SCD in fp32 across devices: the same ill-conditioning turns fp32 rounding (~1e-7) into
+# gradient errors of 1.5e-3 (all gradients) and 4.6e-3 (worst tensor, the projector's
+# BatchNorm bias) on an H100 against the CPU; its terms agree to 1e-7. Bounds ~3x those.
+FP32_BY_KIND = {"scd": Tolerance(term=1e-4, tensor=1.5e-2, tensor_cosine=0.9999, negligible=1e-5, whole=5e-3,
+                                 whole_cosine=0.99999)}
 NEGLIGIBLE_SHARE = 1e-3  # a tensor's reference gradient below this share of the global norm is "negligible"
 TERM_FLOOR = 1e-3        # relative errors of terms are taken against max(|reference|, this)
 
@@ -397,7 +406,10 @@ def steps(templates, batches):
     def run(block: str, dropout_on: bool, device: torch.device, precision: str) -> Step:
         key = (block, dropout_on, str(device), precision)
         if key not in done:
-            done[key] = one_step(templates(block, dropout_on), batch_for(block, batches), device, precision)
+            dropout = (mock.patch.object(torch.nn.functional, "dropout", precision_independent_dropout)
+                       if dropout_on else contextlib.nullcontext())
+            with dropout:
+                done[key] = one_step(templates(block, dropout_on), batch_for(block, batches), device, precision)
         return done[key]
 
     return run
@@ -425,15 +437,28 @@ def test_bf16_on_the_device_matches_fp32_on_the_cpu_without_dropout(steps, block
                   steps(block, False, CPU, "fp32"), bf16_tolerance(block))
 
 
+def precision_independent_dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 - F.dropout's names
+    """Dropout whose mask is drawn in float32 whatever the input's dtype. CUDA's own
+    kernel draws its mask per dtype (seen on an H100: one seed gave other masks for
+    fp32 and bf16 tensors), so the dropout-on comparison runs both precisions with
+    this in place of ``torch.nn.functional.dropout`` (nn.Dropout and the eager
+    attention call it): same seed, same masks, the same expected value."""
+    if not training or p == 0:
+        return input
+    keep = torch.rand(input.shape, device=input.device, dtype=torch.float32) >= p
+    return input * keep.to(input.dtype) / (1 - p)
+
+
 def test_dropout_masks_do_not_depend_on_precision():
     """The premise of the dropout-on comparison: one seed draws the same dropout masks
-    for fp32 and bf16 tensors on the device (hidden-state and attention shapes)."""
+    for fp32 and bf16 tensors on the device (hidden-state and attention shapes) with the
+    dropout those runs use."""
     for shape in [(SENTENCES * 2, MAX_LENGTH, ENCODER_SHAPE["hidden_size"]),
                   (SENTENCES, ENCODER_SHAPE["num_attention_heads"], 27, 27)]:
         masks = []
         for dtype in (torch.float32, torch.bfloat16):
             torch.manual_seed(SEED)
-            dropped = torch.nn.functional.dropout(torch.ones(shape, device=DEVICE, dtype=dtype), SHIPPED_DROPOUT)
+            dropped = precision_independent_dropout(torch.ones(shape, device=DEVICE, dtype=dtype), SHIPPED_DROPOUT)
             masks.append(dropped == 0)
         assert 0.05 < float(masks[0].float().mean()) < 0.15
         assert torch.equal(masks[0], masks[1]), f"{DEVICE}: dropout masks of shape {shape} differ by precision"
@@ -449,4 +474,4 @@ def test_bf16_matches_fp32_on_the_device_with_dropout(steps, block):
 @pytest.mark.parametrize("block", BLOCKS)
 def test_fp32_on_the_device_matches_fp32_on_the_cpu(steps, block):
     assert_within(f"{block} {DEVICE} fp32 vs cpu fp32, dropout off", steps(block, False, DEVICE, "fp32"),
-                  steps(block, False, CPU, "fp32"), FP32)
+                  steps(block, False, CPU, "fp32"), FP32_BY_KIND.get(shipped_block(block)["kind"], FP32))

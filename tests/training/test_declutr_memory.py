@@ -15,7 +15,9 @@ from torch import nn
 from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.objective import Encoded
-from contrastive_sentence_embeddings.training.trainer import TrainingConfig, enable_gradient_checkpointing, train
+from contrastive_sentence_embeddings.training.trainer import (
+    TrainingConfig, enable_gradient_checkpointing, run_fingerprint, train,
+)
 
 
 def declutr_model(tiny_bert, tiny_bert_dir) -> ContrastiveModel:
@@ -153,3 +155,12 @@ def test_the_trainer_checkpoints_when_asked_and_trains_the_same_weights(tiny_ber
 def test_gradient_checkpointing_of_a_network_that_cannot_is_refused_by_name():
     with pytest.raises(ValueError, match=r"training.gradient_checkpointing: the trained Sequential does not support"):
         enable_gradient_checkpointing(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+
+
+def test_a_run_resumes_across_turning_gradient_checkpointing_on(tiny_bert):
+    """It changes memory, not the arithmetic: a run that ran out of memory may resume
+    from its checkpoint with it on (the checkpoint fingerprint ignores it)."""
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls", build_method("simcse"))
+    fingerprints = {run_fingerprint(TrainingConfig(gradient_checkpointing=on), "data", model) for on in (False, True)}
+    assert len(fingerprints) == 1
+    assert run_fingerprint(TrainingConfig(max_grad_norm=2.0), "data", model) not in fingerprints

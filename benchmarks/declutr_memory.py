@@ -67,6 +67,7 @@ from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tra
 RESULTS = Path(__file__).parent / "results" / "declutr_memory.json"
 PAPER_SPANS = SpanConfig(num_anchors=2, num_positives=2, min_length=32, max_length=512, anchor_gap=512,
                          anchor_placement="reference")
+MACHINE_RESERVE_GIB = 1.5  # CPU rows stop when the machine's available memory falls below this
 DOCUMENT_TOKENS = 2048  # the paper's shortest document; enough for the reference sampler's 2 x 2 cells of 512
 
 # Paper-size encoders, by the name of the checkpoint whose configuration they copy
@@ -357,20 +358,22 @@ def measure_in_child(row: Row, args, limit_gib: float | None) -> dict:
     if args.tokenizer:
         command += ["--tokenizer", args.tokenizer]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stopped = threading.Event()
+    stopped: list[float] = []  # the child's resident GiB when it was stopped
     if limit_gib is not None:
-        def watch():
+        def watch():  # also stops the row before the machine itself runs short (other work shares it)
             while process.poll() is None:
-                if child_rss_gib(process.pid) > limit_gib:
-                    stopped.set()
+                resident = child_rss_gib(process.pid)
+                if resident > limit_gib or available_gib() < MACHINE_RESERVE_GIB:
+                    stopped.append(resident)
                     process.kill()
                     return
                 time.sleep(0.2)
         threading.Thread(target=watch, daemon=True).start()
     out, err = process.communicate()
-    if stopped.is_set():
-        return {"row": row.name, "what": row.what, "documents": row.documents,
-                "error": f"stopped: resident memory passed {limit_gib:.1f} GiB (the limit of this run)"}
+    if stopped:
+        return {"row": row.name, "what": row.what, "documents": row.documents, "peak_gib_at_least": round(stopped[0], 2),
+                "error": f"stopped at {stopped[0]:.1f} GiB resident, still growing (limit: {limit_gib:.1f} GiB, "
+                         f"or the machine down to {MACHINE_RESERVE_GIB} GiB available)"}
     if process.returncode != 0:
         tail = [line for line in err.strip().splitlines() if line.strip()][-3:]
         return {"row": row.name, "what": row.what, "documents": row.documents,
@@ -417,9 +420,16 @@ def markdown(rows: list[dict]) -> str:
 
 
 def save(entry: dict, path: Path) -> None:
-    """Put ``entry`` into the results file, replacing the entry of the same device and encoder."""
+    """Put ``entry`` into the results file: one entry per device and encoder, whose rows
+    measured again are replaced and the others kept (each row names the command and
+    commit that measured it)."""
     runs = json.loads(path.read_text())["runs"] if path.is_file() else []
     key = (entry["device"], entry["encoder"])
+    previous = next((run for run in runs if (run["device"], run["encoder"]) == key), None)
+    if previous is not None:
+        measured = {row["row"] for row in entry["rows"]}
+        kept = [row for row in previous["rows"] if row["row"] not in measured]
+        entry = {**entry, "rows": kept + entry["rows"]}
     runs = [run for run in runs if (run["device"], run["encoder"]) != key] + [entry]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, json.dumps({"runs": runs}, indent=2) + "\n")
@@ -454,18 +464,20 @@ def main() -> None:
     import transformers
 
     rows: list[dict] = []
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]])
+    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     entry = {
-        "command": "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]),
-        "device": args.device, "encoder": args.encoder_config or "all-MiniLM-L6-v2 (pretrained, new MLM head)",
+        "command": command, "device": args.device, "encoder": args.encoder_config or "all-MiniLM-L6-v2 (pretrained, new MLM head)",
         "machine": machine(args.device), "torch": torch.__version__, "transformers": transformers.__version__,
-        "git_commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "git_commit": commit, "date": started,
         "steps_per_row": args.steps, "cpu_stop_limit_gib": limit,
         "spans": {"anchors": PAPER_SPANS.num_anchors, "positives": PAPER_SPANS.num_positives,
                   "lengths": [PAPER_SPANS.min_length, PAPER_SPANS.max_length], "document_tokens": DOCUMENT_TOKENS},
         "rows": rows,
     }
     for name in args.rows:  # the file is rewritten after each row: a long run interrupted keeps what it measured
-        rows.append(measure_in_child(ROWS[name], args, limit))
+        rows.append({**measure_in_child(ROWS[name], args, limit), "command": command, "git_commit": commit,
+                     "date": started})
         print(f"{name}: {rows[-1].get('peak_gib', rows[-1].get('error'))}", flush=True)
         save(entry, args.output)
     print(markdown(rows))

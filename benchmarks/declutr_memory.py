@@ -259,7 +259,7 @@ def synthetic_documents(count: int, tokenizer, seed: int) -> dict[str, list[int]
     """``count`` documents of :data:`DOCUMENT_TOKENS` random ordinary token ids."""
     special = set(tokenizer.all_special_ids)
     generator = torch.Generator().manual_seed(seed)
-    low = max(special) + 1 if max(special) < 1000 else 1000  # past BERT's [unused] and special ids
+    low = max(special) + 1 if max(special) < 1000 else 1000  # ordinary ids: past the special ones (BERT: 0-103)
     documents = {}
     for index in range(count):
         ids = torch.randint(low, len(tokenizer), (DOCUMENT_TOKENS,), generator=generator)

@@ -129,6 +129,10 @@ class TrainingConfig:
     # of this many examples, its loss and gradient still those of the whole batch; memory is
     # one mini-batch's, compute one more forward pass. Must divide batch_size; null: off.
     mini_batch_size: int | None = field(default=None, metadata=integer(1, null=True))
+    # Recompute each encoder layer's activations in the backward pass instead of keeping
+    # them (Hugging Face's activation checkpointing): less memory for about one more
+    # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
+    gradient_checkpointing: bool = field(default=False, metadata=flag())
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -297,7 +301,10 @@ def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, p
     data (``data``: a digest, see :func:`data_digest`) and the number of processes
     the run actually has (not the ``num_processes`` setting: ``auto`` means different
     counts on different machines, and a checkpoint holds one RNG state per process)."""
-    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", *SPEED_SETTINGS)
+    # gradient_checkpointing changes memory, not the arithmetic: a run that ran out of
+    # memory resumes with it turned on.
+    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", "gradient_checkpointing",
+               *SPEED_SETTINGS)
     settings = {k: v for k, v in asdict(config).items() if k not in ignored}
     if settings.get("mini_batch_size") is None:  # fingerprints without it stay as they were before it existed
         settings.pop("mini_batch_size", None)
@@ -337,6 +344,21 @@ def peak_memory_gib(device: torch.device) -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+def enable_gradient_checkpointing(encoder: torch.nn.Module) -> None:
+    """Turn on ``encoder``'s activation checkpointing (``training.gradient_checkpointing``):
+    each layer's activations are recomputed in the backward pass, with the same dropout
+    masks (torch's checkpoint replays the random state). Non-reentrant checkpointing,
+    which needs no input that requires a gradient. An encoder that is not a Hugging Face
+    model supporting it (CLSR trains a small network on cached embeddings) is refused."""
+    if not getattr(encoder, "supports_gradient_checkpointing", False):
+        raise ValueError(f"training.gradient_checkpointing: the trained {type(encoder).__name__} does not support "
+                         "activation checkpointing (only Hugging Face encoders do); set it to false")
+    # transformers 5 renamed gradient_checkpointing_enable (now a deprecated alias) to
+    # activation_checkpointing_enable; both take the checkpoint's keyword arguments first.
+    enable = getattr(encoder, "activation_checkpointing_enable", None) or encoder.gradient_checkpointing_enable
+    enable({"use_reentrant": False})
 
 
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device | None = None
@@ -633,6 +655,8 @@ def train(
                         generator=generator, collate_fn=_ExampleCollate(examples, collate),
                         num_workers=config.loader_workers, pin_memory=pin,
                         persistent_workers=config.loader_workers > 0)
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(model.encoder)
     optimizer = build_optimizer(model, config, accelerator.device)
     if config.schedule == "slanted_triangular":  # its own rise: warmup_ratio is not read
         cut_fraction = config.cut_fraction

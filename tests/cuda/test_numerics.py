@@ -98,6 +98,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from unittest import mock
 
 import pytest
 import torch

@@ -35,6 +35,10 @@ STEPS="${STEPS:-20}"
 NUM_PROCESSES="${NUM_PROCESSES:-auto}"
 export CSE_TOKENIZER_DIR="${CSE_TOKENIZER_DIR:-$ROOT/.device/tokenizer}"
 export CSE_DATA_MIRROR="${CSE_DATA_MIRROR:-$ROOT/.device/datasets}"
+# Made absolute: kedro runs in a scratch project elsewhere, where a relative folder
+# would point at nothing (seen on the GPU machine: "longdocs ... is missing or empty").
+CSE_TOKENIZER_DIR="$(cd "$CSE_TOKENIZER_DIR" 2>/dev/null && pwd || echo "$CSE_TOKENIZER_DIR")"
+CSE_DATA_MIRROR="$(cd "$CSE_DATA_MIRROR" 2>/dev/null && pwd || echo "$CSE_DATA_MIRROR")"
 mkdir -p "$OUT"
 LOG="$OUT/paper_miniature.log"
 exec > >(tee "$LOG") 2>&1

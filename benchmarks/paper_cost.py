@@ -1,0 +1,101 @@
+"""What each ``conf/paper`` run costs, predicted from a measured throughput run.
+
+    python benchmarks/paper_cost.py benchmarks/results/training_throughput_cuda_h100_run2.json \\
+        --declutr benchmarks/results/training_throughput_cuda_h100_run3_declutr_scaling.json
+
+For each method: the paper run's steps (its data size x epochs / the batch, from
+``conf/paper`` and the sizes below), the measured step time and dev-evaluation time
+(``benchmarks/training_throughput.py`` on the device named in the results), hence
+the predicted wall time of the training on one such GPU, and on 8 with the same
+per-GPU batch (each GPU's step as measured, the global batch 8x the paper's; the
+all-reduce and all-gather are not measured with one GPU, so this is a lower
+bound, and a different recipe than the paper's). Peak memory is the measured one.
+Writes ``benchmarks/results/paper_cost_<device>.json`` and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# Training-set sizes of the paper runs (docs/data_scale.md, conf/paper comments).
+PAPER_EXAMPLES = {
+    "simcse": ("wiki1m sentences", 1_000_000),
+    "imsimcse": ("wiki1m sentences", 1_000_000),
+    "scd": ("wiki1m sentences", 1_000_000),
+    "declutr": ("OpenWebText documents of >= 2048 tokens", 495_243),
+    "clsr": ("SNLI + MultiNLI train entailment pairs (clsr_nli)", 314_315),
+}
+BLOCKS = {"simcse": "simcse", "imsimcse": "imsimcse", "scd": "scd", "declutr": "declutr", "clsr": "clsr_nli"}
+GPUS = 8
+
+
+def paper_training(block: str) -> dict:
+    merged: dict = {}
+    for env in ("base", "paper"):
+        path = PROJECT_ROOT / "conf" / env / f"parameters_{block}.yml"
+        if path.is_file():
+            merged.update(((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(block) or {}).get(
+                "training") or {})
+    return merged
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--declutr", type=Path, help="another results file whose declutr row is used")
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args()
+    results = json.loads(args.results.read_text(encoding="utf-8"))
+    rows = {r["method"]: (r, args.results.name) for r in results["rows"] if "step_ms" in r}
+    if args.declutr:
+        extra = json.loads(args.declutr.read_text(encoding="utf-8"))
+        rows.update({r["method"]: (r, args.declutr.name) for r in extra["rows"] if r["method"] == "declutr"
+                     and "step_ms" in r})
+    eval_seconds = [r["dev_eval_seconds"] for r, _ in rows.values() if r.get("dev_eval_seconds")]
+    table = []
+    for method, (label, examples) in PAPER_EXAMPLES.items():
+        if method not in rows:
+            table.append({"method": method, "missing": f"no measured row in {args.results.name}"})
+            continue
+        row, source = rows[method]
+        training = paper_training(BLOCKS[method])
+        batch, epochs = int(training["batch_size"]), int(training.get("epochs") or 1)
+        steps = examples * epochs // batch
+        evals = steps // int(training["eval_every"]) + 2 if training.get("eval_every") else 2  # + step 0 and the end
+        # A method without its own dev-evaluation time (DeCLUTR, CLSR) takes the sentence methods' mean;
+        # CLSR scores cached frozen embeddings through a small network, so it is far less (an upper bound).
+        per_eval = row.get("dev_eval_seconds") or (sum(eval_seconds) / len(eval_seconds) if eval_seconds else 0.0)
+        train_seconds = steps * row["step_ms"] / 1000
+        total = train_seconds + evals * per_eval
+        table.append({
+            "method": method, "data": f"{examples:,} {label}", "epochs": epochs, "batch": batch, "steps": steps,
+            "step_ms": row["step_ms"], "dev_evaluations": evals, "dev_eval_seconds": round(per_eval, 3),
+            "hours_one_gpu": round(total / 3600, 2),
+            "hours_8_gpus_same_per_gpu_batch": round((train_seconds / GPUS + evals * per_eval) / 3600, 2),
+            "peak_memory_gib": row["peak_memory_gib"], "encoder": row["encoder_config"], "measured_in": source,
+        })
+    device = re.sub(r"[^A-Za-z0-9]+", "_", results["device"]).strip("_").lower()
+    output = args.output or PROJECT_ROOT / "benchmarks" / "results" / f"paper_cost_{device}.json"
+    report = {"command": "python benchmarks/paper_cost.py " + " ".join(
+        str(a) for a in [args.results.as_posix(), *(["--declutr", args.declutr.as_posix()] if args.declutr else [])]),
+        "device": results["device"], "throughput_commit": results["git_commit"], "rows": table}
+    output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    columns = ["method", "data", "epochs", "batch", "steps", "step_ms", "dev_evaluations", "hours_one_gpu",
+               "hours_8_gpus_same_per_gpu_batch", "peak_memory_gib", "encoder"]
+    print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+    for row in table:
+        print("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    print(f"\nwritten: {output}")
+    if any(math.isnan(r.get("step_ms", 0.0)) for r in table if "step_ms" in r):
+        raise SystemExit("a measured step time is NaN")
+
+
+if __name__ == "__main__":
+    main()

@@ -303,9 +303,12 @@ def peak_memory_gib(device: torch.device) -> float:
 
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig) -> torch.optim.Optimizer:
     groups = parameter_groups(model, config.weight_decay)
+    # foreach: one multi-tensor update instead of a Python loop over ~100 parameters. torch
+    # picks it by itself on CUDA only; on CPU it is the same arithmetic, bit for bit
+    # (tests/training/test_trainer.py), and a step faster.
     if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum)
-    return torch.optim.AdamW(groups, lr=config.learning_rate)
+        return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum, foreach=True)
+    return torch.optim.AdamW(groups, lr=config.learning_rate, foreach=True)
 
 
 def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:

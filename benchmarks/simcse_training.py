@@ -2,13 +2,21 @@
 (``MultipleNegativesRankingLoss`` on (sentence, sentence) pairs), same encoder, data,
 batch, length, learning rate, steps and threads, in the same process.
 
-    python benchmarks/simcse_training.py [--steps 30] [--batch-size 64] [--pooling mean]
+    python benchmarks/simcse_training.py [--steps 30] [--batch-size 64] [--pooling mean] [--repeats 3]
 
 Both start from the same pretrained weights, see the same sentences in the same
 order, use InfoNCE at temperature 0.05 (MNRL's scale 20) without an MLP head, AdamW
 with a linear schedule and no warm-up. Reported: examples/s of each and STS-B dev /
 SICK-R trial Spearman after the same number of steps, scored by the same evaluator.
-Results are printed as Markdown and written to ``benchmarks/results/simcse_training.json``.
+Both run side by side in one process, ``--repeats`` times, the order alternating
+(ours first, then theirs first, ...), and each repeat's ratio of examples/s is
+reported: on a machine other processes share, the two of a repeat see about the same
+load. The load average before and after each trainer is recorded. ``--no-dev`` skips
+the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
+``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
+(default: the offline mirror's ``wiki/wiki1m_head.txt``). Results are printed as
+Markdown and written to ``benchmarks/results/simcse_training.json`` with the command,
+machine, torch version and git commit.
 """
 
 from __future__ import annotations
@@ -16,11 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from datasets import load_from_disk
 import torch
 
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
@@ -43,16 +54,62 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-5)
-    parser.add_argument("--sentences", default="data/05_model_input/wiki_sentences")  # an ArrowDataset folder
+    parser.add_argument("--sentences", default=None)  # an ArrowDataset folder or a text file; default: the mirror's wiki
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-dev", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
     wanted = args.steps * args.batch_size
-    table = load_from_disk(args.sentences)
-    sentences = table.select(range(min(wanted, len(table))))["sentence"][:]
-    dev = DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
+    sentences = read_sentences(args.sentences, wanted)
+    dev = None if args.no_dev else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
+    repeats = []
+    for repeat in range(args.repeats):
+        order = (train_ours, train_theirs) if repeat % 2 == 0 else (train_theirs, train_ours)
+        row = {"first": "ours" if repeat % 2 == 0 else "sentence_transformers_mnrl"}
+        for trainer in order:
+            load_before = os.getloadavg()[0]
+            name, seconds, scores = trainer(args, sentences, dev)
+            row[name] = {"seconds": round(seconds, 1), "examples_per_second": round(wanted / seconds, 1),
+                         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                         **{k: round(v, 2) for k, v in scores.items()}}
+        row["ratio"] = round(row["ours"]["examples_per_second"] / row["sentence_transformers_mnrl"]["examples_per_second"], 3)
+        repeats.append(row)
+        print(f"repeat {repeat + 1}: ours {row['ours']['examples_per_second']} ex/s, sentence-transformers "
+              f"{row['sentence_transformers_mnrl']['examples_per_second']} ex/s, ratio {row['ratio']}", flush=True)
 
-    # --- ours ---
+    report = {
+        "command": "python " + " ".join(sys.argv),
+        "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
+        "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
+        "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print("| repeat | first | ours examples/s | sentence-transformers examples/s | ratio | ours STS-B dev | theirs STS-B dev |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for number, row in enumerate(repeats, start=1):
+        ours, theirs = row["ours"], row["sentence_transformers_mnrl"]
+        print(f"| {number} | {row['first']} | {ours['examples_per_second']} | {theirs['examples_per_second']} "
+              f"| {row['ratio']} | {ours.get('stsb_dev', '-')} | {theirs.get('stsb_dev', '-')} |")
+
+
+def read_sentences(source: str | None, wanted: int) -> list[str]:
+    """The first ``wanted`` sentences of an ArrowDataset folder or a text file."""
+    path = Path(source) if source else resolve_mirror_dir() / "wiki" / "wiki1m_head.txt"
+    if path.is_dir():
+        from datasets import load_from_disk
+
+        table = load_from_disk(str(path))
+        return table.select(range(min(wanted, len(table))))["sentence"][:]
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines[:wanted]
+
+
+def train_ours(args, sentences, dev):
     torch.manual_seed(0)
     encoder, tokenizer = load_pretrained(args.encoder)
     model = ContrastiveModel(encoder, args.pooling, build_method("simcse", {"use_mlp": False}))
@@ -61,11 +118,14 @@ def main() -> None:
     ids = tokenize_sentences(tokenizer, sentences, args.max_length)
     start = time.perf_counter()
     result = train(model, tokenizer, ids, config)
-    ours_seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if dev is None:
+        return "ours", seconds, {}
     encoder.load_state_dict(result.best_state)
-    ours_dev = dev(SentenceEncoder(encoder, tokenizer, args.pooling, device=torch.device("cpu")).encode)
+    return "ours", seconds, dev(SentenceEncoder(encoder, tokenizer, args.pooling, device=torch.device("cpu")).encode)
 
-    # --- sentence-transformers ---
+
+def train_theirs(args, sentences, dev):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -85,26 +145,10 @@ def main() -> None:
                                              loss=MultipleNegativesRankingLoss(st_model, scale=20.0))
         start = time.perf_counter()
         trainer.train()
-        st_seconds = time.perf_counter() - start
-    theirs_dev = dev(lambda s: st_model.encode(s, batch_size=128, convert_to_numpy=True))
-
-    examples = args.steps * args.batch_size
-    report = {
-        "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
-        "max_length": args.max_length, "threads": torch.get_num_threads(),
-        "ours": {"seconds": round(ours_seconds, 1), "examples_per_second": round(examples / ours_seconds, 1),
-                 **{k: round(v, 2) for k, v in ours_dev.items()}},
-        "sentence_transformers_mnrl": {"seconds": round(st_seconds, 1),
-                                       "examples_per_second": round(examples / st_seconds, 1),
-                                       **{k: round(v, 2) for k, v in theirs_dev.items()}},
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print("| trainer | steps x batch | seconds | examples/s | STS-B dev | SICK-R trial |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, row in (("ours (SimCSE)", report["ours"]), ("sentence-transformers MNRL", report["sentence_transformers_mnrl"])):
-        print(f"| {name} | {args.steps} x {args.batch_size} | {row['seconds']} | {row['examples_per_second']} "
-              f"| {row['stsb_dev']} | {row['sickr_dev']} |")
+        seconds = time.perf_counter() - start
+    if dev is None:
+        return "sentence_transformers_mnrl", seconds, {}
+    return "sentence_transformers_mnrl", seconds, dev(lambda s: st_model.encode(s, batch_size=128, convert_to_numpy=True))
 
 
 if __name__ == "__main__":

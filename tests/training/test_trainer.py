@@ -69,6 +69,24 @@ def test_sgd_has_momentum_and_the_same_decay_groups():
     assert [g["weight_decay"] for g in optimizer.param_groups] == [1e-6, 0.0]
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_the_multi_tensor_update_is_the_per_parameter_loop_bit_for_bit(tiny_bert, optimizer):
+    config = TrainingConfig(optimizer=optimizer, learning_rate=1e-3, weight_decay=0.01)
+    models = [copy.deepcopy(tiny_bert) for _ in range(2)]
+    ours = build_optimizer(models[0], config)
+    extra = {"momentum": config.momentum} if optimizer == "sgd" else {}
+    loop = type(ours)(parameter_groups(models[1], config.weight_decay), lr=config.learning_rate, foreach=False, **extra)
+    assert ours.defaults["foreach"] is True
+    for step in range(3):
+        for model, optimiser in zip(models, (ours, loop)):
+            torch.manual_seed(step)
+            for parameter in model.parameters():
+                parameter.grad = torch.randn_like(parameter)
+            optimiser.step()
+    for mine, theirs in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(mine, theirs)
+
+
 @pytest.fixture(scope="module")
 def sentences(mirror_dir):
     lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()

@@ -1,0 +1,93 @@
+"""Paired A/B timing of one SimCSE forward + backward with the linear layers on real
+tokens only (training/real_tokens.py) against the padded computation, on CPU.
+
+    python benchmarks/simcse_real_tokens_ab.py [--pairs 12] [--threads 1]
+
+The two models alternate step by step (A then B, then B then A, ...) on the same
+batches (wiki, cut at 32 tokens, 64 sentences, SimCSE's doubled batch) with the same
+dropout masks, so on a machine other processes share both see the same load: the
+per-pair ratio, the median and the minimum of each are robust where a mean is not.
+Result: ``benchmarks/results/simcse_real_tokens_ab.json`` (command, machine, torch,
+git commit, load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
+from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
+from contrastive_sentence_embeddings.training.run import load_pretrained
+
+RESULTS = Path(__file__).parent / "results" / "simcse_real_tokens_ab.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--encoder", default=DEFAULT_ENCODER)
+    parser.add_argument("--pairs", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=32)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load_at_start = list(os.getloadavg())
+    path = resolve_mirror_dir() / "wiki" / "wiki1m_head.txt"
+    sentences = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    encoder, tokenizer = load_pretrained(args.encoder)
+    ids = tokenizer(sentences[: args.pairs * args.batch_size], truncation=True, max_length=args.max_length)["input_ids"]
+    models = {name: ContrastiveModel(copy.deepcopy(encoder), "mean", build_method("simcse", {"use_mlp": False}),
+                                     real_tokens_only=name == "real_tokens").train()
+              for name in ("real_tokens", "padded")}
+    seconds: dict[str, list[float]] = {name: [] for name in models}
+    losses: dict[str, list[float]] = {name: [] for name in models}
+    real = padded = 0
+    for pair in range(args.pairs):
+        batch = pad_batch(ids[pair * args.batch_size:(pair + 1) * args.batch_size], tokenizer.pad_token_id)
+        real, padded = real + int(batch["attention_mask"].sum()), padded + batch["attention_mask"].numel()
+        for name in (("real_tokens", "padded") if pair % 2 else ("padded", "real_tokens")):
+            torch.manual_seed(pair)  # the same dropout masks for both
+            start = time.perf_counter()
+            loss = models[name](**batch)["loss"]
+            loss.backward()
+            seconds[name].append(time.perf_counter() - start)
+            losses[name].append(float(loss))
+            models[name].zero_grad(set_to_none=True)
+        print(f"pair {pair + 1}: real tokens {seconds['real_tokens'][-1]:.2f} s, padded {seconds['padded'][-1]:.2f} s",
+              flush=True)
+    ratios = [p / r for p, r in zip(seconds["padded"], seconds["real_tokens"])]
+    report = {
+        "command": "python " + " ".join(sys.argv),
+        "machine": f"{platform.node()}: {os.cpu_count()} CPUs, shared with other processes",
+        "load_average_at_start_and_end": [load_at_start, list(os.getloadavg())],
+        "torch": torch.__version__, "threads": args.threads,
+        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "real_token_share": round(real / padded, 3),
+        "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
+        "median_seconds": {name: round(statistics.median(values), 3) for name, values in seconds.items()},
+        "min_seconds": {name: round(min(values), 3) for name, values in seconds.items()},
+        "speedup_per_pair": [round(r, 3) for r in ratios], "median_speedup": round(statistics.median(ratios), 3),
+        "pairs_faster_with_real_tokens": sum(r > 1 for r in ratios),
+        "loss_max_abs_difference": max(abs(a - b) for a, b in zip(losses["real_tokens"], losses["padded"])),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("real_token_share", "median_seconds", "min_seconds", "median_speedup",
+                                             "pairs_faster_with_real_tokens", "loss_max_abs_difference")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Training passes on real tokens only (training/real_tokens.py): the linear layers
+see fewer rows, and the loss and every gradient are the padded computation's (same
+dropout masks) up to float rounding, for each sentence method and each pooling that
+reads token states."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.training.methods import METHODS, ContrastiveModel, build_method
+from contrastive_sentence_embeddings.training.real_tokens import handles_padding, linears_on_real_tokens
+
+# Lengths from 3 to 12 tokens: most positions of the padded batch are padding.
+SENTENCES = [
+    "the cat sat", "a dog barked at the mailman across the quiet street", "markets fell",
+    "she plays the violin beautifully every evening", "rain", "the committee approved the budget",
+]
+
+
+@pytest.fixture
+def batch(tokenizer):
+    return pad_batch(tokenizer(SENTENCES)["input_ids"], tokenizer.pad_token_id)
+
+
+def loss_and_gradients(tiny_bert, method, pooling, batch, real_tokens_only):
+    torch.manual_seed(0)
+    params = {"projector_widths": [32, 32]} if method == "scd" else {}
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), pooling, build_method(method, params),
+                             real_tokens_only=real_tokens_only)
+    model.train()
+    torch.manual_seed(1)  # the same dropout masks in both runs
+    loss = model(**batch)["loss"]
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("method", sorted(name for name, recipe in METHODS.items() if recipe.family == "sentences"))
+@pytest.mark.parametrize("pooling", ["mean", "cls_before_pooler", "first_last_avg"])
+def test_loss_and_gradients_are_the_padded_ones(tiny_bert, batch, method, pooling):
+    assert not bool(batch["attention_mask"].all())  # the batch has padding to skip
+    padded_loss, padded_grads = loss_and_gradients(tiny_bert, method, pooling, batch, real_tokens_only=False)
+    loss, grads = loss_and_gradients(tiny_bert, method, pooling, batch, real_tokens_only=True)
+    torch.testing.assert_close(loss, padded_loss, rtol=1e-6, atol=1e-6)
+    assert grads.keys() == padded_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, padded_grads[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_linear_layers_compute_real_tokens_only(tiny_bert, batch):
+    # Registered after the real-tokens hooks (hooks run in registration order): rows as computed.
+    encoder = copy.deepcopy(tiny_bert).train()
+    real, positions = int(batch["attention_mask"].sum()), batch["attention_mask"].numel()
+    counted = []
+
+    def count(module, args):
+        counted.append(args[0].shape[:-1].numel())
+
+    with linears_on_real_tokens(encoder, batch["attention_mask"]):
+        handles = [module.register_forward_pre_hook(count) for module in encoder.modules()
+                   if isinstance(module, nn.Linear)]
+        try:
+            outputs = encoder(**batch)
+        finally:
+            for handle in handles:
+                handle.remove()
+    per_layer = 6  # query, key, value, attention output, intermediate, output
+    token_linears = per_layer * encoder.config.num_hidden_layers
+    # Every token-level layer saw the real rows; the pooler its [CLS] row per sentence.
+    assert counted[:token_linears] == [real] * token_linears
+    assert counted[token_linears:] == [len(SENTENCES)]
+    assert real < positions
+    assert outputs.last_hidden_state.shape == (*batch["attention_mask"].shape, encoder.config.hidden_size)
+
+
+def test_without_padding_or_for_other_encoders_nothing_changes(tiny_bert, batch):
+    full = {key: value[:, :3] for key, value in batch.items()}  # every sentence has 3 tokens or more
+    assert bool(full["attention_mask"].all())
+    encoder = copy.deepcopy(tiny_bert).eval()
+    with torch.no_grad():
+        plain = encoder(**full).last_hidden_state
+        with linears_on_real_tokens(encoder, full["attention_mask"]):
+            assert bool(torch.equal(encoder(**full).last_hidden_state, plain))
+    assert handles_padding(encoder)
+    assert not handles_padding(nn.Linear(2, 2))  # no config: not known to mix tokens by masked attention only

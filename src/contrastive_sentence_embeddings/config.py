@@ -167,9 +167,9 @@ def number(low: float | None = None, high: float | None = None, *, low_open: boo
     return {RANGE: Allowed(float, low, high, low_open, high_open, nullable=null)}
 
 
-def flag() -> dict:
-    """Field metadata: true or false."""
-    return {RANGE: Allowed(bool)}
+def flag(*, null: bool = False) -> dict:
+    """Field metadata: true or false (or null, when ``null``: the default chosen at run time)."""
+    return {RANGE: Allowed(bool, nullable=null)}
 
 
 def random_seed() -> dict:

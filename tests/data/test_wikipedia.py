@@ -1,3 +1,5 @@
+import sys
+
 import pandas as pd
 import pytest
 
@@ -122,3 +124,16 @@ def test_normalize_text_collapses_every_kind_of_whitespace_as_a_regex_would():
     text = "\ufeffA\u00a0b\t\tc\u2028d\x1ce\u3000 f\r\n g\u200bh  "
     assert wiki.normalize_text(text) == re.sub(r"\s+", " ", text).strip()
     assert wiki.normalize_text("  cafe\u0301 \n") == "caf\u00e9"  # NFC
+
+
+def test_one_sentence_per_line_input_is_split_without_spacy(monkeypatch):
+    """conf/paper's wiki1m (one sentence a line) needs no sentence splitter, so the
+    pipeline runs where spaCy is not installed (the GPU machine); paragraphs still
+    need it."""
+    monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` raises ImportError
+    monkeypatch.setattr(wiki, "_SPLITTER", None)
+    lines = {"text": ["A first sentence.", "A second one."], "source": ["wiki.txt:1", "wiki.txt:2"],
+             "split": [False, False]}
+    assert wiki.split_unit_batch(lines) == {"sentence": lines["text"], "source": lines["source"]}
+    with pytest.raises(ImportError):
+        wiki.split_unit_batch({"text": ["One . Two ."], "source": ["w.txt:3"], "split": [True]})

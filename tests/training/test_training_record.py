@@ -107,6 +107,7 @@ def test_the_memory_figure_says_what_it_measured(sentences, tiny_bert_dir):
     trained, result = simcse(sentences, tiny_bert_dir)
     metadata = trained.metadata
     assert metadata["peak_memory_measure"] == "process_peak_rss" and metadata["peak_memory_gib"] > 0
+    assert (metadata["device"], metadata["mixed_precision"]) == ("cpu", "no")  # no GPU here: fp32 on the CPU
     assert "resident memory (RSS)" in MEMORY_MEASURES["process_peak_rss"]
     _, body = split_front_matter(render_model_card(folder_of(metadata), {}, {}, []))
     assert f"| peak memory of the training process (RSS, GiB) | {metadata['peak_memory_gib']:.4g} |" in body

@@ -40,15 +40,16 @@ from typing import Any
 from kedro.io import DatasetError
 
 from contrastive_sentence_embeddings.config import parse_strict
+from contrastive_sentence_embeddings.data.mirror import (  # noqa: F401 - also imported from here
+    DEFAULT_MIRROR_DIR,
+    DVC_ROOT_ENV_VAR,
+    MIRROR_ENV_VAR,
+    resolve_mirror_dir,
+)
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 
 logger = logging.getLogger(__name__)
 
-MIRROR_ENV_VAR = "CSE_DATA_MIRROR"
-DEFAULT_MIRROR_DIR = "../shared/datasets"
-# The repository DVC runs a stage for (set by DVC for every stage command, and to the
-# original repository for a queued experiment's copy).
-DVC_ROOT_ENV_VAR = "DVC_ROOT"
 MODES = ("auto", "mirror", "hub")
 
 HubFetcher = Callable[[Path, dict[str, Any]], None]
@@ -65,18 +66,6 @@ class RawSource:
     description: str
     fetch_from_hub: HubFetcher | None = None
     hub_hint: str = ""
-
-
-def resolve_mirror_dir(configured: str | None = None) -> Path:
-    """The offline mirror: the ``mirror_dir`` parameter if set, else ``$CSE_DATA_MIRROR``,
-    else ``../shared/datasets``; relative paths are taken from the working directory
-    (the project root under ``kedro run``), or under DVC from the repository's root
-    (``$DVC_ROOT``): a queued experiment runs in a copy under ``.dvc/tmp/exps``, where
-    ``../shared/datasets`` would not be the project's sibling."""
-    chosen = Path(configured or os.environ.get(MIRROR_ENV_VAR) or DEFAULT_MIRROR_DIR).expanduser()
-    if not chosen.is_absolute() and os.environ.get(DVC_ROOT_ENV_VAR):
-        chosen = Path(os.environ[DVC_ROOT_ENV_VAR]) / chosen
-    return chosen.resolve()
 
 
 def list_files(directory: Path) -> dict[str, RawFile]:

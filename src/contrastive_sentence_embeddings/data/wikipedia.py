@@ -176,9 +176,11 @@ def split_unit_batch(batch: dict[str, list]) -> dict[str, list]:
     unit's ``file:line``. The sentencizer splits each text on its own, so the output
     does not depend on how the units are batched or shared out among workers."""
     global _SPLITTER
-    if _SPLITTER is None:
-        _SPLITTER = sentence_splitter()
     paragraphs = [detokenize_wikitext(text) for text, split in zip(batch["text"], batch["split"]) if split]
+    # Built (and spaCy imported) only for paragraphs: one-sentence-per-line input, as
+    # conf/paper reads wiki1m, runs where spaCy is not installed (the GPU machine).
+    if paragraphs and _SPLITTER is None:
+        _SPLITTER = sentence_splitter()
     split_paragraphs = split_sentences(paragraphs, _SPLITTER)
     sentences, sources = [], []
     for text, source, split in zip(batch["text"], batch["source"], batch["split"]):

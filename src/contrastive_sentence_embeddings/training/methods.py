@@ -363,8 +363,9 @@ class ComposedMethod(Method):
             described["objective"] = [term.describe() for term in self.extra_terms]
         return described
 
-    def loss(self, model: nn.Module, **batch) -> Logs:
-        """The views in order, then ``objective.total_loss`` of the terms."""
+    def encode(self, model: nn.Module, **batch) -> Encoded:
+        """The views in order on ``batch``: its named embeddings, and the readers of
+        the terms that read token states, filled as the views ran."""
         encoded = Encoded()
         for term in self.terms:
             if hasattr(term, "reader"):
@@ -373,7 +374,11 @@ class ComposedMethod(Method):
                 encoded.anchor_token_readers.append(reader)
         for view in self.views:
             view.encode(model, batch, encoded)
-        return objective_module.total_loss(self.terms, model, encoded)
+        return encoded
+
+    def loss(self, model: nn.Module, **batch) -> Logs:
+        """The views in order, then ``objective.total_loss`` of the terms."""
+        return objective_module.total_loss(self.terms, model, self.encode(model, **batch))
 
 
 def load_mlm_head(source: str, encoder: nn.Module) -> nn.Module:

@@ -472,18 +472,27 @@ def check_composition(views: Sequence[View], terms: Sequence[Term], where: str,
                              f"{pair_views[0]} reads {family}", key=f"{where}.views")
 
 
+def process_divisor(terms: Sequence[Term], term: Term) -> int:
+    """What ``term``'s weighted value is divided by in the loss: the number of
+    processes when it is per process and some term of ``terms`` is gathered, else 1
+    (:func:`total_loss`; the gradient cache adds the MLM term's shares by it too)."""
+    if not term.gathered and any(other.gathered for other in terms):
+        return world_size()
+    return 1
+
+
 def total_loss(terms: Sequence[Term], model: nn.Module, encoded: Encoded) -> dict[str, torch.Tensor]:
     """``{"loss": sum of weight * value, <term>: value detached}`` in the objective's
     order. A per-process term is divided by the number of processes when some term is
     gathered (the trainer then multiplies the loss by that number; module docstring)."""
-    scaled = any(term.gathered for term in terms)
     total = None
     logs = {}
     for term in terms:
         value = term.value(model, encoded)
         contribution = term.weight * value
-        if scaled and not term.gathered:
-            contribution = contribution / world_size()
+        divisor = process_divisor(terms, term)
+        if divisor != 1:
+            contribution = contribution / divisor
         total = contribution if total is None else total + contribution
         logs[term.name] = value.detach()
     return {"loss": total, **logs}

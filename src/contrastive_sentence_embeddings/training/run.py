@@ -181,5 +181,7 @@ def run_metadata(method_name: str, encoder_name: str, pooling: str, seed: int, m
         "examples_per_second": round(result.examples_per_second, 2),
         "peak_memory_gib": result.extra.get("peak_memory_gib"),
         "peak_memory_measure": result.extra.get("peak_memory_measure"),  # trainer.MEMORY_MEASURES
+        "device": result.extra.get("device"),  # e.g. cuda:0 or cpu
+        "mixed_precision": result.extra.get("mixed_precision"),  # accelerate's: bf16, fp16 or no
         "train_seconds": round(result.seconds, 1),
     }

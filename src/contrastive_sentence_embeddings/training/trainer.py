@@ -65,6 +65,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -117,6 +118,17 @@ class TrainingConfig:
     # per visible CUDA GPU, 1 without). batch_size is per process: the global batch is
     # batch_size x processes. The loop itself reads only the processes it actually runs in.
     num_processes: int | str = field(default=1, metadata=integer(1, words=("auto",)))
+    # Speed settings that do not change what is computed (benchmarks/training_throughput.py
+    # measures each on and off; docs/gpu.md). null: chosen by the device.
+    fused_optimizer: bool | None = field(default=None, metadata=flag(null=True))  # null: fused AdamW on CUDA
+    pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
+    loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
+    tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
+    compile: bool = field(default=False, metadata=flag())  # torch.compile the encoder's forward (dynamic shapes)
+    # Gradient caching (training/gradient_cache.py): each process's batch runs in mini-batches
+    # of this many examples, its loss and gradient still those of the whole batch; memory is
+    # one mini-batch's, compute one more forward pass. Must divide batch_size; null: off.
+    mini_batch_size: int | None = field(default=None, metadata=integer(1, null=True))
     # Recompute each encoder layer's activations in the backward pass instead of keeping
     # them (Hugging Face's activation checkpointing): less memory for about one more
     # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
@@ -133,7 +145,26 @@ class TrainingConfig:
         if config.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)
+        if config.mini_batch_size is not None:
+            chunk_count(config.batch_size, config.mini_batch_size)
         return config
+
+
+class _ExampleCollate:
+    """The loader's collate: the examples at the sampled indices, through ``collate``
+    (a class rather than a closure, so that loader workers can run it)."""
+
+    def __init__(self, examples: Sequence, collate: Callable[[list], dict]):
+        self.examples, self.collate = examples, collate
+
+    def __call__(self, rows: list[int]) -> dict:
+        return self.collate([self.examples[i] for i in rows])
+
+
+# Read the loss back to the host at every step (the loop before it kept the window's
+# sums on the device): only benchmarks/training_throughput.py's ablation sets it, to
+# measure what the per-step synchronisation costs on a GPU.
+HOST_SYNC_EVERY_STEP = False
 
 
 class SettingsRead:
@@ -259,6 +290,11 @@ def data_digest(examples: Sequence) -> str:
     return digest.hexdigest()
 
 
+# Settings that change how fast a run goes, not what it computes (up to float rounding):
+# a checkpoint resumes under other values of them.
+SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile")
+
+
 def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
     """What a checkpoint must match to be resumed: the optimisation settings (other
     than the checkpoint options), the method and its parameters, the pooling, the
@@ -267,8 +303,11 @@ def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, p
     counts on different machines, and a checkpoint holds one RNG state per process)."""
     # gradient_checkpointing changes memory, not the arithmetic: a run that ran out of
     # memory resumes with it turned on.
-    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", "gradient_checkpointing")
+    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", "gradient_checkpointing",
+               *SPEED_SETTINGS)
     settings = {k: v for k, v in asdict(config).items() if k not in ignored}
+    if settings.get("mini_batch_size") is None:  # fingerprints without it stay as they were before it existed
+        settings.pop("mini_batch_size", None)
     if processes > 1:  # single-process fingerprints stay as they were before the setting existed
         settings["processes"] = processes
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
@@ -322,11 +361,17 @@ def enable_gradient_checkpointing(encoder: torch.nn.Module) -> None:
     enable({"use_reentrant": False})
 
 
-def build_optimizer(model: torch.nn.Module, config: TrainingConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device | None = None
+                    ) -> torch.optim.Optimizer:
+    """AdamW or SGD over :func:`parameter_groups`; on CUDA AdamW is the fused kernel
+    (one launch for every parameter) unless ``fused_optimizer`` is false. The update
+    is the same as the default implementation's up to float rounding."""
     groups = parameter_groups(model, config.weight_decay)
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum)
-    return torch.optim.AdamW(groups, lr=config.learning_rate)
+    on_cuda = device is not None and device.type == "cuda"
+    fused = on_cuda if config.fused_optimizer is None else bool(config.fused_optimizer and on_cuda)
+    return torch.optim.AdamW(groups, lr=config.learning_rate, **({"fused": True} if fused else {}))
 
 
 def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
@@ -569,9 +614,13 @@ def train(
     # (it assumes a step count computed for one process), which with W processes ran the
     # warm-up and decay W times too fast against `steps` below.
     launcher_world = launched_world()
+    from accelerate.utils import DataLoaderConfiguration
+
     accelerator = Accelerator(mixed_precision=_mixed_precision(config),
                               cpu=trains_on_cpu(config.device, launcher_world[0], torch.cuda.is_available()),
                               step_scheduler_with_optimizer=False,
+                              # pinned batches are copied to the GPU without waiting (pin_memory)
+                              dataloader_config=DataLoaderConfiguration(non_blocking=True),
                               kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     # Before any collective and any step: every process must see the world it was launched into.
     check_world((accelerator.num_processes, accelerator.process_index), launcher_world, _torch_world(),
@@ -579,6 +628,9 @@ def train(
     processes = accelerator.num_processes
     if accelerator.device.type == "cuda":  # this run's peak, not an earlier run's in the same process
         torch.cuda.reset_peak_memory_stats(accelerator.device)
+        # Process-wide, as transformers' Trainer sets it: the float32 matrix products left
+        # outside autocast (the loss's similarity matrices, a fp32 run) on TF32 units.
+        torch.backends.cuda.matmul.allow_tf32 = bool(config.tf32)
     global_batch = config.batch_size * processes
     if len(examples) < global_batch:
         raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}"
@@ -597,11 +649,15 @@ def train(
             return pad_batch(rows, tokenizer.pad_token_id)
 
     generator = torch.Generator().manual_seed(config.seed)
+    on_cuda = accelerator.device.type == "cuda"
+    pin = on_cuda if config.pin_memory is None else bool(config.pin_memory and on_cuda)
     loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
-                        generator=generator, collate_fn=lambda rows: collate([examples[i] for i in rows]))
+                        generator=generator, collate_fn=_ExampleCollate(examples, collate),
+                        num_workers=config.loader_workers, pin_memory=pin,
+                        persistent_workers=config.loader_workers > 0)
     if config.gradient_checkpointing:
         enable_gradient_checkpointing(model.encoder)
-    optimizer = build_optimizer(model, config)
+    optimizer = build_optimizer(model, config, accelerator.device)
     if config.schedule == "slanted_triangular":  # its own rise: warmup_ratio is not read
         cut_fraction = config.cut_fraction
         multiplier = lambda step: slanted_triangular(step, steps, cut_fraction)  # noqa: E731
@@ -611,6 +667,12 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
+    if config.compile:  # the forward only: the module, its weights and their names stay as they are
+        core.encoder.forward = torch.compile(core.encoder.forward, dynamic=True)
+    gradient_cache = None
+    if config.mini_batch_size is not None:
+        gradient_cache = GradientCache(core, config.batch_size, config.mini_batch_size, autocast=accelerator.autocast,
+                                       scaler=accelerator.scaler, average_gradients=accelerator.num_processes > 1)
 
     state = {"step": 0, "best_step": -1, "best_scores": {}, "curve": [], "seconds": 0.0, "examples": 0}
     best_state = {k: v.detach().cpu().clone() for k, v in core.encoder.state_dict().items()}
@@ -699,7 +761,8 @@ def train(
             torch.save(best_state, staging / BEST_WEIGHTS)
             # The loss window under way (a checkpoint between two logged rows): a resumed
             # run's next row averages the same steps as the uninterrupted run's.
-            window = {"loss": dict(window_loss), "count": window_count, "seconds": time.perf_counter() - window_start}
+            window = {"loss": _read_window(window_loss, window_steps), "count": window_count,
+                      "seconds": time.perf_counter() - window_start}
             write_text_atomically(staging / TRAINER_STATE,  # synced before publish
                                   json.dumps({**state, "window": window}, indent=1))
             crash_point("checkpoint:before_publish")
@@ -713,8 +776,9 @@ def train(
     # The steps since the last logged row; a checkpoint written before the "window"
     # entry existed resumes with an empty one.
     window = state.pop("window", None) or {}
-    window_loss: dict[str, float] = dict(window.get("loss", {}))
+    window_loss: dict[str, float | torch.Tensor] = dict(window.get("loss", {}))
     window_count = int(window.get("count", 0))
+    window_steps: list[int] = []  # the steps summed in window_loss since it was last checked
     window_start = time.perf_counter() - float(window.get("seconds", 0.0))
     progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
                     disable=not accelerator.is_local_main_process)
@@ -728,13 +792,16 @@ def train(
         generator.manual_seed(config.seed + epoch)  # the same order on resume
         batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
         for batch in batches:
-            outputs = model(**batch)
             # A loss over embeddings gathered from every process is the global-batch loss
             # on each of them, but each backpropagates only through its own slice; DDP
             # then averages, so the loss is scaled by the number of processes to give
             # exactly the single-process gradient (training/distributed.py derives it).
             scale = accelerator.num_processes if core.method.gathers_embeddings else 1
-            accelerator.backward(outputs["loss"] * scale)
+            if gradient_cache is not None:  # the same loss and gradient, one mini-batch's graph at a time
+                outputs = gradient_cache.step(batch, loss_scale=scale)
+            else:
+                outputs = model(**batch)
+                accelerator.backward(outputs["loss"] * scale)
             if config.max_grad_norm:
                 accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()
@@ -742,12 +809,16 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
             state["examples"] += config.batch_size * accelerator.num_processes
+            # The window's sums stay on the device: reading a loss back waits for the GPU
+            # to finish the step, so the host could not queue the next one meanwhile. They
+            # are read (and checked) when a row is logged, at a checkpoint and at the end.
             for key, value in outputs.items():
-                window_loss[key] = window_loss.get(key, 0.0) + float(value.detach())
+                window_loss[key] = window_loss.get(key, 0.0) + value.detach().float()
             window_count += 1
-            if not math.isfinite(float(outputs["loss"].detach())):
-                raise FloatingPointError(f"loss became {float(outputs['loss'])} at step {state['step']}; "
-                                         "lower the learning rate or check the data")
+            window_steps.append(state["step"])
+            if HOST_SYNC_EVERY_STEP or state["step"] % config.log_every == 0 or state["step"] == steps:
+                window_loss = _read_window(window_loss, window_steps)
+                window_steps = []
             if state["step"] % config.log_every == 0 or state["step"] == steps:
                 elapsed = time.perf_counter() - window_start
                 row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
@@ -760,6 +831,8 @@ def train(
                 window_loss, window_count, window_start = {}, 0, time.perf_counter()
             progress.update(1)
             if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
+                window_loss = _read_window(window_loss, window_steps)  # no weights of a diverged step are scored
+                window_steps = []
                 model.eval()
                 evaluate()
                 model.train()
@@ -768,6 +841,8 @@ def train(
             if state["step"] >= steps:
                 break
     progress.close()
+    if config.compile:
+        del core.encoder.forward  # the class's own forward again, for whoever uses the encoder next
     seconds = time.perf_counter() - started
     # The last checkpoint stays until the model is saved (release_checkpoints): a crash
     # before that would otherwise lose the whole run.
@@ -793,6 +868,8 @@ def train(
     return TrainingResult(best_state, state["best_step"], state["best_scores"], curve, state["step"], seconds, rate,
                           {"config": asdict(settings), "settings_unread": config.unread(),
                            "num_processes": accelerator.num_processes, "peak_memory_gib": round(peak, 3),
+                           # where it ran, in accelerate's words ("cuda:0", "bf16"): a paper run's proof
+                           "device": str(accelerator.device), "mixed_precision": str(accelerator.mixed_precision),
                            "peak_memory_measure": memory_measure(accelerator.device),
                            "examples_seen": int(state["examples"])})
 
@@ -814,6 +891,26 @@ def _gather_rng_states(accelerator) -> list[dict]:
     from accelerate.utils import gather_object
 
     return gather_object([state])
+
+
+def _read_window(window_loss: Mapping[str, float | torch.Tensor], steps: Sequence[int]) -> dict[str, float]:
+    """The window's loss sums as numbers (one transfer for all of them), refusing a
+    non-finite loss: ``steps`` are those summed since the last check, named in the
+    error (a NaN or an infinity in a sum comes from one of them)."""
+    keys = list(window_loss)
+    values = [window_loss[k] for k in keys]
+    if any(isinstance(v, torch.Tensor) for v in values):
+        values = torch.stack([torch.as_tensor(v, dtype=torch.float32, device=_device_of(values)) for v in values]
+                             ).tolist()
+    read = dict(zip(keys, (float(v) for v in values)))
+    if "loss" in read and not math.isfinite(read["loss"]):
+        where = (f"at step {steps[0]}" if len(steps) == 1 else f"in steps {steps[0]}-{steps[-1]}") if steps else ""
+        raise FloatingPointError(f"loss became {read['loss']} {where}; lower the learning rate or check the data")
+    return read
+
+
+def _device_of(values: Sequence) -> torch.device:
+    return next(v.device for v in values if isinstance(v, torch.Tensor))
 
 
 def _curve_table(rows: list[dict]) -> pd.DataFrame:

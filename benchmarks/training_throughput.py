@@ -1,0 +1,710 @@
+"""Training throughput of every method at its paper settings, on a GPU or the CPU.
+
+    python benchmarks/training_throughput.py --device cuda            # the whole table
+    python benchmarks/training_throughput.py --device cpu --encoder-config tiny --steps 4 --warmup 2   # a smoke run
+
+Each method trains through the library's own path (the parameter block of
+``conf/base`` merged with ``conf/paper``, parsed by :class:`MethodBlock`; the
+method's model; the shared trainer ``train``) for ``--warmup`` + ``--steps`` steps,
+with an encoder of paper size built from its configuration with random weights
+(speed and memory do not depend on the weights; no Hub): ``bert-base-uncased``
+for SimCSE, ImSimCSE, SCD and CLSR, ``roberta-base`` for DeCLUTR. Batches are real
+text: the mirror's Wikipedia sentences (``wiki/wiki1m_head.txt``) and, for
+DeCLUTR, the WikiText-2 articles of >= 2048 tokens with spans sampled by the
+library's sampler at the paper's settings (A = 2, P = 2, 32-512 tokens).
+
+Reported per method, over the timed steps (after the warm-up): examples/s,
+non-padding tokens/s through the encoder (every view counts: SimCSE encodes each
+sentence twice), MFU and peak memory, and the cost of one dev evaluation (STS-B dev
++ SICK-R trial, what the paper runs every 125/250 steps) as seconds and as a share
+of 125 steps. sentence-transformers' ``MultipleNegativesRankingLoss`` trainer runs
+as the peer in the same process, on the same encoder, sentences, batch, length and
+precision. ``--ablation`` measures each speed setting on and off for SimCSE.
+
+**MFU** (model FLOPs utilisation) = model FLOPs per second / the device's stated
+dense bf16 peak (``PEAK_BF16``: NVIDIA's datasheets, without sparsity). Model
+FLOPs are counted analytically from the encoder's shape and the real (non-padding)
+length of every sequence it encodes: per layer and token ``2 (4 d^2 + 2 d f)`` for
+the projections and the feed-forward block, plus ``4 d s`` for the attention scores
+and their weighted sum (``s`` the sequence's length), times 3 for a pass that is
+back-propagated (backward = 2 x forward), plus ``2 n_in n_out`` per row of every
+linear layer of the heads (MLM decoder, projectors, CLSR's networks). Embedding
+look-ups, layer norms, softmax and the losses are left out, so MFU slightly
+understates the work. **HFU** counts the same formula on the padded shapes (what the
+device actually multiplies). The benchmark imports only torch, transformers,
+accelerate, numpy, pandas, pyarrow, scipy and the library's core (no Kedro, datasets,
+spaCy or DVC); the peer needs sentence-transformers and ``datasets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import logging
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
+
+from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
+from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
+from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
+
+RESULTS_DIR = PROJECT_ROOT / "benchmarks" / "results"
+logger = logging.getLogger("training_throughput")
+
+# Encoder shapes (the published configurations; random weights). "tiny" is for smoke runs only.
+ENCODER_CONFIGS = {
+    "bert-base-uncased": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+                          "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+                          "type_vocab_size": 2},
+    "roberta-base": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
+                     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 514,
+                     "type_vocab_size": 1, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+                     "layer_norm_eps": 1e-5},
+    "minilm-l6": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+                  "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512,
+                  "type_vocab_size": 2},
+    "tiny": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
+             "type_vocab_size": 2},
+}
+# Dense bf16 tensor-core peak, FLOP/s, by device name (NVIDIA datasheets, no sparsity).
+PEAK_BF16 = [("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12), ("GH200", 989.4e12),
+             ("A100", 312e12), ("L40S", 362.05e12), ("L4", 121e12), ("A10G", 70e12), ("A10", 125e12)]
+# The methods and the block each reads (conf/base/parameters_<file>.yml + conf/paper).
+METHODS = {"simcse": "simcse", "imsimcse": "imsimcse", "scd": "scd", "declutr": "declutr", "clsr": "clsr_stsb"}
+PAPER_ENCODER = {"declutr": "roberta-base"}
+EVAL_EVERY_PAPER = 125  # SimCSE's dev evaluation interval (its paper; 250 in its released script)
+
+
+# --- inputs ---------------------------------------------------------------------------
+def mirror_dir(given: str | None) -> Path:
+    return Path(given or os.environ.get("CSE_DATA_MIRROR") or PROJECT_ROOT.parent / "shared" / "datasets")
+
+
+def tokenizer_dir(given: str | None) -> str:
+    """The all-MiniLM-L6-v2 tokenizer (bert-base-uncased's 30,522-token vocabulary): a
+    folder (``--tokenizer`` or ``CSE_TOKENIZER_DIR``), else the packaged copy."""
+    folder = given or os.environ.get("CSE_TOKENIZER_DIR")
+    if folder:
+        return folder
+    from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path
+
+    return str(packaged_default_encoder_path())
+
+
+def build_encoder_folder(shape: str, tokenizer, root: Path, seed: int = 0) -> Path:
+    """A random-weight masked-LM model of ``shape`` saved with the tokenizer, so that the
+    library loads it like a pretrained one (its MLM head included, for DeCLUTR)."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    folder = root / shape
+    if folder.is_dir():
+        return folder
+    values = dict(ENCODER_CONFIGS[shape])
+    config = AutoConfig.for_model(values.pop("model_type"), **values)
+    torch.manual_seed(seed)
+    AutoModelForMaskedLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def read_sentences(mirror: Path) -> list[str]:
+    path = mirror / "wiki" / "wiki1m_head.txt"
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read_articles(mirror: Path) -> dict[str, str]:
+    """WikiText-2's articles (valid + test): an article starts at a ``" = Title = "`` line."""
+    articles: dict[str, list[str]] = {}
+    title = None
+    for split in ("valid", "test"):
+        for line in (mirror / "longdocs" / f"wikitext-2.{split}.txt").read_text(encoding="utf-8").splitlines():
+            heading = re.fullmatch(r" = ([^=].*[^=]) = ", line)
+            if heading:
+                title = f"{split}:{heading.group(1)}"
+                articles[title] = []
+            elif title is not None and line.strip():
+                articles[title].append(line.strip())
+    return {name: " ".join(lines) for name, lines in articles.items()}
+
+
+def method_block(name: str, overrides: dict) -> MethodBlock:
+    """``conf/base`` merged with ``conf/paper`` for the method's block, then ``overrides``
+    (training settings of this benchmark), parsed as the training node parses it."""
+
+    def merge(base: dict, extra: dict) -> dict:
+        merged = copy.deepcopy(base)
+        for key, value in extra.items():
+            merged[key] = merge(merged.get(key) or {}, value) if isinstance(value, dict) else value
+        return merged
+
+    block_name = METHODS[name]
+    block: dict = {}
+    for env in ("base", "paper"):
+        path = PROJECT_ROOT / "conf" / env / f"parameters_{block_name}.yml"
+        if path.is_file():
+            block = merge(block, (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(block_name, {}))
+    block = merge(block, overrides)
+    return MethodBlock.from_params(block, block_name)
+
+
+def paper_spans(mirror: Path) -> dict:
+    path = PROJECT_ROOT / "conf" / "paper" / "parameters_data_processing.yml"
+    paper = yaml.safe_load(path.read_text(encoding="utf-8"))["data_processing"]["declutr_spans"]
+    base = yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "parameters_data_processing.yml").read_text(
+        encoding="utf-8"))["data_processing"]["declutr_spans"]
+    return {**base, **paper, "seed": 42}  # null there: the shared seed
+
+
+# --- counting the work ------------------------------------------------------------------
+class WorkCounter:
+    """Counts, with forward hooks, the tokens and FLOPs of every encoder pass and every
+    linear layer of the heads (the module docstring says how). Sums stay on the device
+    (no synchronisation inside the step); :meth:`totals` reads them once."""
+
+    def __init__(self, encoder: torch.nn.Module | None, heads: list[torch.nn.Module], config=None):
+        self.real_tokens: list = []
+        self.padded_tokens = 0
+        self.model_flops: list = []
+        self.hardware_flops = 0.0
+        self.passes = 0
+        self.handles = []
+        if encoder is not None:  # None: CLSR, whose trained networks are linear layers only
+            config = config or encoder.config
+            self.layers, self.width, self.ffn = config.num_hidden_layers, config.hidden_size, config.intermediate_size
+            self.handles.append(encoder.register_forward_pre_hook(self._encoder_pass, with_kwargs=True))
+        for head in heads:
+            for module in head.modules():
+                if isinstance(module, torch.nn.Linear):
+                    self.handles.append(module.register_forward_pre_hook(self._linear_pass))
+
+    def _encoder_pass(self, module, args, kwargs) -> None:
+        if args and isinstance(args[0], dict):  # a sentence-transformers module: a features dict
+            kwargs, args = args[0], ()
+        mask = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        rows, length = ids.shape
+        if mask is None:
+            mask = torch.ones_like(ids)
+        factor = 3 if torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters()) else 1
+        per_token = 2 * self.layers * (4 * self.width ** 2 + 2 * self.width * self.ffn)
+        per_square = 4 * self.layers * self.width
+        lengths = mask.sum(dim=1).to(torch.float64)
+        self.real_tokens.append(lengths.sum())
+        self.model_flops.append(factor * (per_token * lengths.sum() + per_square * (lengths ** 2).sum()))
+        self.padded_tokens += rows * length
+        self.hardware_flops += factor * (per_token * rows * length + per_square * rows * length ** 2)
+        self.passes += 1
+
+    def _linear_pass(self, module, args) -> None:
+        x = args[0]
+        rows = x.numel() // x.shape[-1]
+        factor = 3 if torch.is_grad_enabled() and module.weight.requires_grad else 1
+        flops = factor * 2.0 * rows * module.in_features * module.out_features
+        self.model_flops.append(torch.tensor(flops, dtype=torch.float64))
+        self.hardware_flops += flops
+
+    def totals(self) -> dict:
+        def total(values):
+            return float(sum(float(v) for v in values)) if values else 0.0
+
+        return {"real_tokens": total(self.real_tokens), "padded_tokens": float(self.padded_tokens),
+                "model_flops": total(self.model_flops), "hardware_flops": self.hardware_flops,
+                "encoder_passes": self.passes}
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def peak_flops(device: torch.device) -> tuple[float | None, str]:
+    if device.type != "cuda":
+        return None, "cpu (no stated bf16 peak: MFU not reported)"
+    name = torch.cuda.get_device_name(device)
+    for key, value in PEAK_BF16:
+        if key in name:
+            return value, name
+    return None, name
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --- one method ---------------------------------------------------------------------------
+def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: dict, needed: int):
+    """``(examples, collate)`` for the method's family, from real text."""
+    training = block.training
+    if block.family == "sentences":
+        sentences = inputs["sentences"]
+        reps = math.ceil(needed / len(sentences))
+        return tokenize_sentences(tokenizer, (sentences * reps)[:max(needed, len(sentences))], training.max_length), None
+    if block.family == "documents":
+        import pandas as pd
+
+        from contrastive_sentence_embeddings.data.report import StepReport
+        from contrastive_sentence_embeddings.data.spans import SpansParams, sample_spans
+        from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document
+
+        spans_params = SpansParams.from_params(inputs["span_settings"])
+        documents = {title: tokenizer(text, add_special_tokens=False)["input_ids"]
+                     for title, text in inputs["articles"].items()}
+        config = spans_params.span_config()
+        documents = {t: ids for t, ids in documents.items() if len(ids) >= max(2048, config.min_document_length)}
+        # one set of spans per training epoch: with drop_last an epoch can be a single batch
+        epochs = math.ceil(needed / training.batch_size) + 1
+        table = sample_spans(list(documents), [len(v) for v in documents.values()], config, spans_params.seed,
+                             epochs, StepReport("declutr_spans"))
+        spans = spans_by_document(table.to_pandas() if not isinstance(table, pd.DataFrame) else table)
+        method = model.method
+        limit = model.encoder.config.max_position_embeddings - (2 if model.encoder.config.model_type == "roberta"
+                                                                 else 0) - tokenizer.num_special_tokens_to_add()
+        collate = DeclutrCollate(documents, spans, tokenizer, max_span_tokens=limit,
+                                 mlm_probability=method.mlm_probability if method.mlm else None,
+                                 bucket_tokens=method.bucket_tokens, seed=training.seed)
+        return sorted(documents), collate
+    if block.family == "pairs":  # CLSR: frozen embeddings of STS-B-sized pair data (random vectors: same cost)
+        from contrastive_sentence_embeddings.training.clsr import PairCollate
+
+        generator = np.random.default_rng(0)
+        hidden = model.encoder[0].in_features
+        sentences = max(needed, 2 * training.batch_size)
+        embeddings = generator.standard_normal((sentences, hidden)).astype(np.float32)
+        pairs = [(int(a), int(b)) for a, b in generator.integers(0, sentences, size=(needed, 2))]
+        return pairs, PairCollate(embeddings)
+    raise ValueError(f"unknown family {block.family}")
+
+
+def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device,
+               settings: dict | None = None, tweak=None) -> dict:
+    """Train ``name`` for warm-up + timed steps and measure it (see the module docstring)."""
+    from accelerate.utils import set_seed
+    from transformers import AutoModel
+
+    from contrastive_sentence_embeddings.pooling import check_pooling
+
+    window = args.warmup
+    steps = args.warmup + args.steps
+    # epochs: enough for max_steps to be the limit (DeCLUTR's 74 documents make 4 batches an epoch)
+    training = {"max_steps": steps, "epochs": 1000, "eval_every": 0, "log_every": window, "checkpoint_dir": None,
+                "device": "cpu" if device.type == "cpu" else None, "num_processes": 1,
+                "seed": 42, **args.training_settings, **(settings or {})}
+    block = method_block(name, {"training": training, "max_examples": None})
+    folder = build_encoder_folder(shape, tokenizer, folders)
+    set_seed(42)
+    encoder = AutoModel.from_pretrained(folder, **({"attn_implementation": args.attention} if args.attention else {}))
+    model = block.method.build_model(encoder, tokenizer, check_pooling(block.pooling), str(folder), seed=42,
+                                     **({"encoder_name": str(folder), "device": str(device)}
+                                        if block.family == "pairs" else {}))
+    if tweak is not None:
+        model = tweak(model) or model
+    batch = block.training.batch_size
+    needed = batch * (steps + 1)
+    examples, collate = training_examples(name, block, tokenizer, model, inputs, needed)
+    heads = list(model.heads.values()) + ([model.encoder] if block.family == "pairs" else [])
+    counter = WorkCounter(model.encoder if block.family != "pairs" else None, heads)
+    synchronize(device)
+    started = time.perf_counter()
+    result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
+    synchronize(device)
+    wall = time.perf_counter() - started
+    counter.remove()
+    totals = counter.totals()
+    curve = result.curve
+    rows = curve[curve["step"] > window].dropna(subset=["examples_per_second"])
+    examples_timed = float(len(rows) * window * batch)
+    seconds = float(sum(window * batch / rows["examples_per_second"])) if len(rows) else float("nan")
+    per_step = {k: totals[k] / steps for k in ("real_tokens", "padded_tokens", "model_flops", "hardware_flops")}
+    step_seconds = seconds / (len(rows) * window) if len(rows) else float("nan")
+    peak, device_name = peak_flops(device)
+    row = {
+        "method": name, "encoder_config": shape, "batch_size": batch, "max_length": block.training.max_length,
+        "precision": result.extra.get("mixed_precision"), "steps_timed": int(len(rows) * window),
+        "warmup_steps": window, "examples_per_second": round(examples_timed / seconds, 2),
+        "step_ms": round(1000 * step_seconds, 2),
+        "tokens_per_second": round(per_step["real_tokens"] / step_seconds, 1) if per_step["real_tokens"] else None,
+        "padding_share": round(1 - per_step["real_tokens"] / per_step["padded_tokens"], 4)
+        if per_step["padded_tokens"] else None,
+        "model_tflops_per_step": round(per_step["model_flops"] / 1e12, 4),
+        "achieved_tflops": round(per_step["model_flops"] / step_seconds / 1e12, 2),
+        "mfu": round(per_step["model_flops"] / step_seconds / peak, 4) if peak else None,
+        "hfu": round(per_step["hardware_flops"] / step_seconds / peak, 4) if peak else None,
+        "peak_memory_gib": result.extra["peak_memory_gib"], "peak_memory_measure": result.extra["peak_memory_measure"],
+        "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2), "wall_seconds": round(wall, 1),
+        "settings": settings or {}, "attention": args.attention or "default (sdpa)", "device": device_name,
+    }
+    if args.eval_cost and block.family == "sentences" and not settings:
+        row.update(dev_evaluation_cost(model, tokenizer, inputs, device, step_seconds))
+    del model, encoder, result
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def dev_evaluation_cost(model, tokenizer, inputs: dict, device: torch.device, step_seconds: float) -> dict:
+    """Seconds of one dev evaluation (STS-B dev + SICK-R trial through the library's
+    scorer, sentences encoded longest first), its share of 125 steps, and the same
+    encoding in the data's own order (the ablation of length sorting)."""
+    from contrastive_sentence_embeddings.encoding import autocast_for, pad_batch
+
+    dev = inputs["dev_scorer"]
+    encoder = model.sentence_encoder(tokenizer, device)
+    model.eval()
+    dev(encoder.encode)  # warm
+    synchronize(device)
+    start = time.perf_counter()
+    scores = dev(encoder.encode)
+    synchronize(device)
+    sorted_seconds = time.perf_counter() - start
+    ids = encoder.tokenize(dev.sentences)
+    start = time.perf_counter()
+    with torch.inference_mode(), autocast_for(device):
+        for begin in range(0, len(ids), encoder.batch_size):
+            batch = pad_batch(ids[begin:begin + encoder.batch_size], tokenizer.pad_token_id)
+            model.encoder(**{k: v.to(device) for k, v in batch.items()})
+    synchronize(device)
+    unsorted_seconds = time.perf_counter() - start
+    model.train()
+    share = sorted_seconds / (EVAL_EVERY_PAPER * step_seconds + sorted_seconds)
+    return {"dev_eval_seconds": round(sorted_seconds, 3), "dev_eval_sentences": len(dev.sentences),
+            "dev_eval_share_of_125_steps": round(share, 4), "dev_eval_unsorted_encode_seconds": round(unsorted_seconds, 3),
+            "dev_scores_random_weights": {k: round(v, 2) for k, v in scores.items()}}
+
+
+# --- the peer -----------------------------------------------------------------------------
+def run_peer(shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device) -> dict:
+    """sentence-transformers' MNRL trainer on SimCSE's paper settings: (s, s) pairs, batch
+    64, length 32, [CLS] pooling, scale 20 (temperature 0.05), AdamW 3e-5, bf16 on CUDA."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.models import Pooling, Transformer
+    from transformers import TrainerCallback
+
+    try:
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+    except ImportError:  # sentence-transformers >= 6 keeps the losses per model kind
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    block = method_block("simcse", {"training": {"seed": 42}})
+    batch, length = block.training.batch_size, block.training.max_length
+    steps = args.warmup + args.steps
+    folder = build_encoder_folder(shape, tokenizer, folders)
+    torch.manual_seed(42)
+    transformer = Transformer(str(folder), max_seq_length=length)
+    st_model = SentenceTransformer(modules=[transformer, Pooling(transformer.get_word_embedding_dimension(), "cls")],
+                                   device=str(device))
+    sentences = inputs["sentences"]
+    reps = math.ceil(batch * (steps + 1) / len(sentences))
+    texts = (sentences * reps)[: batch * (steps + 1)]
+    pairs = Dataset.from_dict({"anchor": texts, "positive": texts})
+    marks: dict[int, float] = {}
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, arguments, state, control, **kwargs):  # noqa: ARG002
+            if state.global_step in (args.warmup, steps):
+                synchronize(device)
+                marks[state.global_step] = time.perf_counter()
+
+    # The module sentence-transformers calls (it calls the Hugging Face model's forward
+    # directly, past any hook on it), counted with that model's shape.
+    counter = WorkCounter(transformer, [], config=transformer.auto_model.config)
+    on_cuda = device.type == "cuda"
+    with tempfile.TemporaryDirectory() as output:
+        training_args = SentenceTransformerTrainingArguments(
+            output_dir=output, per_device_train_batch_size=batch, max_steps=steps, learning_rate=3e-5,
+            warmup_steps=0, lr_scheduler_type="linear", weight_decay=0.0, save_strategy="no", report_to="none",
+            logging_steps=10**6, use_cpu=not on_cuda, bf16=on_cuda, dataloader_drop_last=True, seed=42)
+        trainer = SentenceTransformerTrainer(model=st_model, args=training_args, train_dataset=pairs,
+                                             loss=MultipleNegativesRankingLoss(st_model, scale=20.0),
+                                             callbacks=[Clock()])
+        if on_cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        trainer.train()
+    counter.remove()
+    totals = counter.totals()
+    seconds = marks[steps] - marks[args.warmup]
+    step_seconds = seconds / args.steps
+    per_step = {k: totals[k] / steps for k in ("real_tokens", "padded_tokens", "model_flops", "hardware_flops")}
+    peak, device_name = peak_flops(device)
+    import sentence_transformers
+
+    return {"method": f"sentence-transformers {sentence_transformers.__version__} MNRL", "encoder_config": shape,
+            "batch_size": batch, "max_length": length, "precision": "bf16" if on_cuda else "no",
+            "steps_timed": args.steps, "warmup_steps": args.warmup,
+            "examples_per_second": round(args.steps * batch / seconds, 2), "step_ms": round(1000 * step_seconds, 2),
+            "tokens_per_second": round(per_step["real_tokens"] / step_seconds, 1),
+            "padding_share": round(1 - per_step["real_tokens"] / per_step["padded_tokens"], 4),
+            "model_tflops_per_step": round(per_step["model_flops"] / 1e12, 4),
+            "achieved_tflops": round(per_step["model_flops"] / step_seconds / 1e12, 2),
+            "mfu": round(per_step["model_flops"] / step_seconds / peak, 4) if peak else None,
+            "hfu": round(per_step["hardware_flops"] / step_seconds / peak, 4) if peak else None,
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 3) if on_cuda else None,
+            "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2), "device": device_name}
+
+
+# --- the ablation -------------------------------------------------------------------------
+def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[dict]:
+    """SimCSE with each speed setting turned off (or on, where off is the default), one
+    at a time against the default."""
+    variants: list[tuple[str, dict, object, dict]] = [
+        ("default", {}, None, {}),
+        ("fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, None, {}),
+        ("fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, None, {}),
+        ("eager attention (no SDPA)", {}, None, {"attention": "eager"}),
+        ("AdamW not fused", {"fused_optimizer": False}, None, {}),
+        ("no pinned memory", {"pin_memory": False}, None, {}),
+        ("2 loader workers", {"loader_workers": 2}, None, {}),
+        ("loss read back every step", {}, None, {"host_sync": True}),
+        ("torch.compile (training.compile)", {"compile": True}, None, {}),
+    ]
+    if device.type != "cuda":
+        variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]]
+    rows = []
+    for label, settings, tweak, extra in variants:
+        if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
+            rows.append(variant_in_subprocess(label, shape, args, settings))
+            print(f"  {label}: {rows[-1].get('examples_per_second', rows[-1].get('error'))} examples/s", flush=True)
+            continue
+        local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
+                                      "eval_cost": False})
+        trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
+        tweak_fn = None
+        try:
+            row = run_method("simcse", shape, local, inputs, tokenizer, folders, device,
+                             settings=settings, tweak=tweak_fn)
+            row["variant"] = label
+        except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
+            logger.exception("ablation variant %s failed", label)
+            row = {"variant": label, "error": f"{type(error).__name__}: {error}"[:300]}
+        finally:
+            trainer_module.HOST_SYNC_EVERY_STEP = False
+        rows.append(row)
+        print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
+    return rows
+
+
+def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:
+    """SimCSE with ``settings`` measured by this script in a process of its own."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / "row.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", "simcse",
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--no-peer", "--no-eval-cost",
+                   "--encoder-config", shape, "--output", str(output),
+                   *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()]]
+        if args.mirror:
+            command += ["--mirror", args.mirror]
+        if args.tokenizer:
+            command += ["--tokenizer", args.tokenizer]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode or not output.is_file():
+            return {"variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
+    row["variant"] = label
+    return row
+
+
+def scaling_rows(shape: str, args, inputs, tokenizer, folders, device, batches: list[int]) -> list[dict]:
+    """SimCSE at larger batches (the GPU's utilisation against the batch), each also
+    through gradient caching at the paper's 64 (``mini_batch_size``)."""
+    rows = []
+    for batch in batches:
+        for mini in (None, 64):
+            if mini is not None and mini >= batch:
+                continue
+            settings = {"batch_size": batch, **({"mini_batch_size": mini} if mini else {})}
+            label = f"batch {batch}" + (f", mini-batches of {mini}" if mini else "")
+            try:
+                row = run_method("simcse", shape, argparse.Namespace(**{**vars(args), "eval_cost": False}), inputs,
+                                 tokenizer, folders, device, settings=settings)
+            except Exception as error:  # noqa: BLE001 - e.g. out of memory: a row that says so
+                logger.exception("%s failed", label)
+                row = {"error": f"{type(error).__name__}: {error}"[:300]}
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            row["variant"] = label
+            rows.append(row)
+            print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s, MFU {row.get('mfu')}",
+                  flush=True)
+    return rows
+
+
+# --- report -------------------------------------------------------------------------------
+def git_commit() -> str:
+    if os.environ.get("CSE_CODE_VERSION"):  # a copy of the tree without its history (the GPU machine)
+        return os.environ["CSE_CODE_VERSION"]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("CSE_CODE_VERSION", "unknown")
+
+
+def markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    lines = ["| " + " | ".join(title for title, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = []
+        for _, key in columns:
+            value = row.get(key)
+            if key in ("mfu", "hfu", "padding_share", "dev_eval_share_of_125_steps") and isinstance(value, float):
+                value = f"{100 * value:.1f}%"
+            cells.append("" if value is None else str(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+MAIN_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("batch", "batch_size"),
+                ("precision", "precision"), ("examples/s", "examples_per_second"), ("step ms", "step_ms"),
+                ("tokens/s", "tokens_per_second"), ("padding", "padding_share"), ("TFLOP/s", "achieved_tflops"),
+                ("MFU", "mfu"), ("HFU", "hfu"), ("peak GiB", "peak_memory_gib"),
+                ("dev eval s", "dev_eval_seconds"), ("eval share /125 steps", "dev_eval_share_of_125_steps")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    parser.add_argument("--encoder-config", default=None, choices=sorted(ENCODER_CONFIGS),
+                        help="one shape for every method (default: each method's paper encoder)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per method (after the warm-up)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first; also the timing window")
+    parser.add_argument("--attention", default=None, choices=["sdpa", "eager"], help="default: transformers' own")
+    parser.add_argument("--no-peer", dest="peer", action="store_false")
+    parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--scaling", default="", help="SimCSE batch sizes to add, e.g. 256,1024")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a training setting for every run (a YAML value), e.g. --set mixed_precision=no")
+    parser.add_argument("--no-eval-cost", dest="eval_cost", action="store_false")
+    parser.add_argument("--mirror", default=None)
+    parser.add_argument("--tokenizer", default=None)
+    parser.add_argument("--output", default=None, help="default: benchmarks/results/training_throughput_<device>.json")
+    args = parser.parse_args()
+    if args.steps % args.warmup:
+        parser.error("--steps must be a multiple of --warmup (the timing window)")
+    args.training_settings = {}
+    for item in args.settings:
+        key, _, value = item.partition("=")
+        if not key or not _:
+            parser.error(f"--set {item!r}: expected KEY=VALUE")
+        args.training_settings[key] = yaml.safe_load(value)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible")
+    from transformers import AutoTokenizer
+
+    from contrastive_sentence_embeddings.data.raw_file import folder_partitions
+    from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+
+    mirror = mirror_dir(args.mirror)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(args.tokenizer), use_fast=True)
+    inputs = {"sentences": read_sentences(mirror), "articles": read_articles(mirror),
+              "span_settings": paper_spans(mirror),
+              "dev_scorer": DevScorer(folder_partitions(mirror / "sts"))}
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
+    peak, device_name = peak_flops(device)
+    report = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "git_commit": git_commit(),
+        "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
+        "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
+        "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "training_settings": args.training_settings, "rows": [], "peer": [], "ablation": [], "scaling": [],
+    }
+    for package in ("transformers", "accelerate", "sentence_transformers"):
+        with contextlib.suppress(ImportError):
+            report[package] = __import__(package).__version__
+    output = Path(args.output) if args.output else RESULTS_DIR / f"training_throughput_{device.type}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        staging = output.with_name(f".{output.name}.writing")
+        staging.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        staging.replace(output)
+
+    with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:
+        folders = Path(scratch)
+        for name in methods:
+            shape = args.encoder_config or PAPER_ENCODER.get(name, "bert-base-uncased")
+            print(f"{name} ({shape}) ...", flush=True)
+            try:
+                row = run_method(name, shape, args, inputs, tokenizer, folders, device)
+            except Exception as error:  # noqa: BLE001 - reported in the table, the others still run
+                logger.exception("%s failed", name)
+                row = {"method": name, "encoder_config": shape, "error": f"{type(error).__name__}: {error}"[:500]}
+            report["rows"].append(row)
+            save()
+            print(f"  {row.get('examples_per_second', row.get('error'))} examples/s, MFU {row.get('mfu')}", flush=True)
+        if args.peer:
+            shape = args.encoder_config or "bert-base-uncased"
+            print("peer: sentence-transformers MNRL ...", flush=True)
+            for attempt in range(2):  # ours and the peer alternate: SimCSE again after the peer
+                try:
+                    report["peer"].append(run_peer(shape, args, inputs, tokenizer, folders, device))
+                except Exception as error:  # noqa: BLE001
+                    logger.exception("the peer failed")
+                    report["peer"].append({"method": "sentence-transformers MNRL", "error": f"{type(error).__name__}: {error}"[:500]})
+                    break
+                if attempt == 0 and "simcse" in methods:
+                    again = run_method("simcse", shape, argparse.Namespace(**{**vars(args), "eval_cost": False}),
+                                       inputs, tokenizer, folders, device)
+                    again["method"] = "simcse (again, after the peer)"
+                    report["rows"].append(again)
+                save()
+        if args.ablation:
+            print("ablation (SimCSE) ...", flush=True)
+            report["ablation"] = ablation_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer,
+                                               folders, device)
+            save()
+    if args.scaling:
+        print("batch scaling (SimCSE) ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:
+            report["scaling"] = scaling_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer,
+                                             Path(scratch), device, [int(b) for b in args.scaling.split(",")])
+        save()
+    ours = [r for r in report["rows"] if r.get("method", "").startswith("simcse") and "examples_per_second" in r]
+    peers = [r for r in report["peer"] if "examples_per_second" in r]
+    if ours and peers:
+        report["simcse_over_peer"] = round(np.mean([r["examples_per_second"] for r in ours])
+                                           / np.mean([r["examples_per_second"] for r in peers]), 3)
+    save()
+    print(f"\n{device_name}, torch {torch.__version__}, commit {report['git_commit']}\n")
+    print(markdown(report["rows"] + report["peer"], MAIN_COLUMNS))
+    if report["ablation"]:
+        print()
+        print(markdown(report["ablation"], [("variant", "variant"), ("examples/s", "examples_per_second"),
+                                            ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
+                                            ("error", "error")]))
+    if report["scaling"]:
+        print()
+        print(markdown(report["scaling"], [("variant", "variant"), ("examples/s", "examples_per_second"),
+                                           ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
+                                           ("error", "error")]))
+    if "simcse_over_peer" in report:
+        print(f"\nSimCSE / sentence-transformers MNRL examples/s: {report['simcse_over_peer']}x")
+    print(f"\nwritten: {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,8 @@
 README.md and the pages under docs/ may quote a score or a measured time only if
 docs/results.md (the results page) states it too, so that two pages can never disagree
 on one fact and every figure has one place that says which run produced it.
-docs/data_scale.md is the data-preparation benchmark's own page of results.
+docs/data_scale.md is the data-preparation benchmark's own page of results, docs/gpu.md the
+GPU benchmarks' (each figure there names the results file of the device run it comes from).
 
 The results page's main table is checked against the committed metrics files it was
 made from: each seed's record, their mean and sample standard deviation.
@@ -20,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
-RESULT_PAGES = {RESULTS, ROOT / "docs" / "data_scale.md"}
+RESULT_PAGES = {RESULTS, ROOT / "docs" / "data_scale.md", ROOT / "docs" / "gpu.md"}
 
 # A score as the docs print them (Spearman x 100 with two decimals: 79.23) and a
 # measured duration (4 min 32 s). Parameter values (0.05, 3e-5) and versions

@@ -85,3 +85,19 @@ def test_without_padding_or_for_other_encoders_nothing_changes(tiny_bert, batch)
             assert bool(torch.equal(encoder(**full).last_hidden_state, plain))
     assert handles_padding(encoder)
     assert not handles_padding(nn.Linear(2, 2))  # no config: not known to mix tokens by masked attention only
+
+
+def test_an_encoder_with_activation_checkpointing_runs_padded(tiny_bert, batch):
+    """Its layers are recomputed in the backward pass, after the hooks are gone: packing
+    the original pass only would make the recomputation differ (an error in torch)."""
+    from contrastive_sentence_embeddings.training.trainer import enable_gradient_checkpointing
+
+    encoder = copy.deepcopy(tiny_bert).train()
+    assert handles_padding(encoder)
+    enable_gradient_checkpointing(encoder)
+    assert not handles_padding(encoder)
+    torch.manual_seed(3)
+    with linears_on_real_tokens(encoder, batch["attention_mask"]):
+        loss = encoder(**batch).last_hidden_state.pow(2).mean()
+    loss.backward()  # raised torch.utils.checkpoint.CheckpointError before the guard
+    assert encoder.embeddings.word_embeddings.weight.grad is not None

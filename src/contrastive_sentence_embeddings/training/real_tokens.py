@@ -15,7 +15,11 @@ same generator in the same order and shapes, are the same. The loss and gradient
 are therefore those of the padded computation up to float rounding (a matrix product
 over fewer rows may sum in another order); tests/training/test_real_tokens.py checks
 both. Only encoders whose layers mix tokens by masked attention alone are handled
-(:data:`MASKED_ATTENTION_ONLY`); any other runs padded, as before.
+(:data:`MASKED_ATTENTION_ONLY`); any other runs padded, as before. An encoder
+with activation checkpointing on (``training.gradient_checkpointing``) also runs
+padded: its layers are recomputed during the backward pass, after this block has
+removed its hooks, and a recomputation that differs from the original pass is an
+error (torch.utils.checkpoint counts the tensors each saves).
 """
 
 from __future__ import annotations
@@ -32,7 +36,17 @@ MASKED_ATTENTION_ONLY = frozenset({"bert", "roberta", "xlm-roberta"})
 
 def handles_padding(encoder: nn.Module) -> bool:
     """Whether :func:`linears_on_real_tokens` may skip the padding of ``encoder``."""
-    return getattr(getattr(encoder, "config", None), "model_type", None) in MASKED_ATTENTION_ONLY
+    return (getattr(getattr(encoder, "config", None), "model_type", None) in MASKED_ATTENTION_ONLY
+            and not recomputes_in_backward(encoder))
+
+
+def recomputes_in_backward(encoder: nn.Module) -> bool:
+    """Whether ``encoder`` has activation checkpointing on (transformers 5 names the flag
+    ``is_activation_checkpointing``; 4.x ``is_gradient_checkpointing``)."""
+    for flag in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(encoder), flag) or hasattr(encoder, flag):
+            return bool(getattr(encoder, flag))
+    return False
 
 
 @contextlib.contextmanager

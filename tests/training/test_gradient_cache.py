@@ -269,3 +269,64 @@ def test_the_trainer_logs_and_trains_the_same_with_mini_batches(tokenizer, tiny_
     difference = torch.sqrt(sum(((cached.best_state[n] - start[n] - d).double() ** 2).sum() for n, d in moved.items()))
     assert total > 0 and difference <= 10 * RTOL_RESHAPED * total, (float(difference), float(total))
     assert cached.extra["config"]["mini_batch_size"] == 2
+
+
+@pytest.mark.integration
+def test_gradient_caching_under_two_processes_is_the_plain_fan_out(tiny_bert, tokenizer, documents, span_table,  # noqa: F811
+                                                                    mirror_dir, tmp_path):
+    """Two real CPU processes (torchrun, gloo, accelerate's DDP), dropout off: SimCSE
+    (the loss on embeddings gathered from both processes), SCD (a per-process loss on
+    the process's batch statistics) and DeCLUTR with MLM (gathered NT-Xent plus a
+    per-process token term) train three steps in mini-batches and on whole batches;
+    the mini-batch runs end where the whole-batch runs end, with the same curve, and
+    both processes hold the same weights (the cache's gradients averaged after the
+    step as DDP averages the plain ones)."""
+    import json
+    import math
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    encoder_dir = tmp_path / "encoder"
+    encoder = copy.deepcopy(tiny_bert)
+    encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.0
+    encoder.save_pretrained(encoder_dir)
+    tokenizer.save_pretrained(encoder_dir)
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
+    (data / "sentences.txt").write_text("\n".join(lines[:64]), encoding="utf-8")
+    documents.to_parquet(data / "documents.parquet")
+    span_table.to_parquet(data / "spans.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = Path(__file__).with_name("gradient_cache_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+           "PYTHONPATH": os.pathsep.join([str(Path.cwd() / "src"), str(Path.cwd())])}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29523",
+               str(worker), str(encoder_dir), str(data), str(out)]
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    start = encoder.state_dict()
+    for method in ("simcse", "scd", "declutr"):
+        whole, mini = ranks[0][f"{method}_whole"], ranks[0][f"{method}_mini"]
+        assert whole["processes"] == mini["processes"] == 2 and whole["steps"] == mini["steps"] == 3, method
+        assert whole["mini_batch_size"] is None and mini["mini_batch_size"] is not None
+        assert all(math.isfinite(x) for x in whole["loss"])
+        torch.testing.assert_close(torch.tensor(mini["loss"]), torch.tensor(whole["loss"]), rtol=1e-5, atol=0,
+                                   msg=lambda m, method=method: f"{method} curve: {m}")
+        weights = {(label, r): torch.load(out / f"{method}_{label}_rank{r}.pt") for label in ("whole", "mini")
+                   for r in range(2)}
+        for label in ("whole", "mini"):  # the processes stayed in step
+            for name, value in weights[(label, 0)].items():
+                assert torch.equal(value, weights[(label, 1)][name]), (method, label, name)
+        # What the steps changed, the same up to the round-off of the reshaped passes
+        # (as in the one-process test above).
+        moved = {name: value - start[name] for name, value in weights[("whole", 0)].items()
+                 if value.is_floating_point()}
+        total = torch.sqrt(sum((d.double() ** 2).sum() for d in moved.values()))
+        difference = torch.sqrt(sum(((weights[("mini", 0)][n] - start[n] - d).double() ** 2).sum()
+                                    for n, d in moved.items()))
+        assert total > 0 and difference <= 10 * RTOL_RESHAPED * total, (method, float(difference), float(total))

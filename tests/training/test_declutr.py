@@ -237,31 +237,13 @@ def test_trainer_under_ddp_keeps_processes_in_step(documents, span_table, tiny_b
     (gathered loss), SCD (per-process loss) and DeCLUTR with MLM (gathered loss plus a
     per-process term, and unused pooler weights that plain DDP refuses) all train, and
     both processes end with identical weights that moved away from the start."""
-    import json
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
-    data = tmp_path / "data"
-    data.mkdir()
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    (data / "sentences.txt").write_text("\n".join(lines[:64]), encoding="utf-8")
-    documents.to_parquet(data / "documents.parquet")
-    span_table.to_parquet(data / "spans.parquet")
-    out = tmp_path / "out"
-    out.mkdir()
-    worker = Path(__file__).with_name("ddp_worker.py")
-    # The checkout's src first: the workers must run this copy of the code, not an installed one.
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
-           "PYTHONPATH": os.pathsep.join([str(Path.cwd() / "src"), str(Path.cwd())])}
-    # torchrun sets the process-group variables; accelerate (inside the trainer) picks
-    # them up as it does under `accelerate launch` on GPUs, with gloo on CPU.
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-               str(worker), str(tiny_bert_dir), str(data), str(out)]
-    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    from tests.training.torchrun import run_two_processes, write_worker_data
+
+    data = write_worker_data(tmp_path, mirror_dir, documents, span_table)
+    ranks = run_two_processes(Path(__file__).with_name("ddp_worker.py"), tiny_bert_dir, data, out=tmp_path / "out",
+                              port=29517)
     for method in ("simcse", "scd", "declutr"):
         first, second = ranks[0][method], ranks[1][method]
         assert first["processes"] == 2 and first["steps"] == 3

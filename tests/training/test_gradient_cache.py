@@ -281,34 +281,20 @@ def test_gradient_caching_under_two_processes_is_the_plain_fan_out(tiny_bert, to
     the mini-batch runs end where the whole-batch runs end, with the same curve, and
     both processes hold the same weights (the cache's gradients averaged after the
     step as DDP averages the plain ones)."""
-    import json
     import math
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
+
+    from tests.training.torchrun import run_two_processes, write_worker_data
 
     encoder_dir = tmp_path / "encoder"
     encoder = copy.deepcopy(tiny_bert)
     encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.0
     encoder.save_pretrained(encoder_dir)
     tokenizer.save_pretrained(encoder_dir)
-    data = tmp_path / "data"
-    data.mkdir()
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    (data / "sentences.txt").write_text("\n".join(lines[:64]), encoding="utf-8")
-    documents.to_parquet(data / "documents.parquet")
-    span_table.to_parquet(data / "spans.parquet")
+    data = write_worker_data(tmp_path, mirror_dir, documents, span_table)
     out = tmp_path / "out"
-    out.mkdir()
-    worker = Path(__file__).with_name("gradient_cache_worker.py")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
-           "PYTHONPATH": os.pathsep.join([str(Path.cwd() / "src"), str(Path.cwd())])}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29523",
-               str(worker), str(encoder_dir), str(data), str(out)]
-    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_processes(Path(__file__).with_name("gradient_cache_worker.py"), encoder_dir, data, out=out,
+                              port=29523, timeout=600)
     start = encoder.state_dict()
     for method in ("simcse", "scd", "declutr"):
         whole, mini = ranks[0][f"{method}_whole"], ranks[0][f"{method}_mini"]

@@ -101,3 +101,22 @@ def test_an_encoder_with_activation_checkpointing_runs_padded(tiny_bert, batch):
         loss = encoder(**batch).last_hidden_state.pow(2).mean()
     loss.backward()  # raised torch.utils.checkpoint.CheckpointError before the guard
     assert encoder.embeddings.word_embeddings.weight.grad is not None
+
+
+def test_query_key_and_value_share_one_packed_input(tiny_bert, batch):
+    """One packed copy of a layer's input for its three projections: autograd keeps what
+    each linear layer reads, and three packed copies outweigh the one padded input."""
+    encoder = copy.deepcopy(tiny_bert).train()
+    seen = {}
+    attention = encoder.encoder.layer[0].attention.self
+    projections = {"query": attention.query, "key": attention.key, "value": attention.value}
+    with linears_on_real_tokens(encoder, batch["attention_mask"]):
+        handles = [module.register_forward_pre_hook(lambda module, args, name=name: seen.__setitem__(name, args[0]))
+                   for name, module in projections.items()]
+        try:
+            encoder(**batch)
+        finally:
+            for handle in handles:
+                handle.remove()
+    assert seen["query"].shape[0] == int(batch["attention_mask"].sum())  # packed
+    assert seen["key"] is seen["query"] and seen["value"] is seen["query"]

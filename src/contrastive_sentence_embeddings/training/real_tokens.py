@@ -61,12 +61,19 @@ def linears_on_real_tokens(encoder: nn.Module, attention_mask: torch.Tensor) -> 
         return
     real = attention_mask.reshape(-1).nonzero().squeeze(1)
     packed: set[nn.Module] = set()  # the layers whose input this call took the real rows of
+    # The last input packed and its real rows: query, key and value read one tensor in
+    # turn, and packing it once lets autograd keep one copy of the real rows for the
+    # three (packing it three times kept three, more than the one padded input they
+    # replace: measured by benchmarks/declutr_memory.py).
+    last: list = [None, None]
 
     def keep_real_rows(module, args):
         states = args[0]
         if states.dim() == 3 and states.shape[:2] == (rows, length):  # not e.g. the pooler's [CLS] rows
             packed.add(module)
-            return (states.reshape(rows * length, states.shape[2]).index_select(0, real), *args[1:])
+            if last[0] is not states:
+                last[:] = [states, states.reshape(rows * length, states.shape[2]).index_select(0, real)]
+            return (last[1], *args[1:])
         return None
 
     def restore_padding(module, args, output):
@@ -84,5 +91,6 @@ def linears_on_real_tokens(encoder: nn.Module, attention_mask: torch.Tensor) -> 
                 handles.append(module.register_forward_hook(restore_padding))
         yield
     finally:
+        last.clear()
         for handle in handles:
             handle.remove()

@@ -120,3 +120,33 @@ def test_query_key_and_value_share_one_packed_input(tiny_bert, batch):
                 handle.remove()
     assert seen["query"].shape[0] == int(batch["attention_mask"].sum())  # packed
     assert seen["key"] is seen["query"] and seen["value"] is seen["query"]
+
+
+def saved_for_backward_bytes(encoder: nn.Module, batch: dict, packed: bool) -> int:
+    """The bytes autograd keeps for the backward pass of one forward, each storage once,
+    the parameters' left out."""
+    import contextlib
+
+    parameters = {p.untyped_storage().data_ptr() for p in encoder.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        with linears_on_real_tokens(encoder, batch["attention_mask"]) if packed else contextlib.nullcontext():
+            encoder(**batch)
+    return sum(kept.values())
+
+
+def test_packing_keeps_less_for_the_backward_pass_than_padding(tiny_bert, batch):
+    """What the linear layers keep is their packed input, smaller than the padded one;
+    nothing else may add copies (packing a shared input per layer, or restoring the
+    padding with an operation that keeps its packed source, did)."""
+    encoder = copy.deepcopy(tiny_bert).train()
+    padded = saved_for_backward_bytes(encoder, batch, packed=False)
+    packed = saved_for_backward_bytes(encoder, batch, packed=True)
+    assert packed < padded, (packed, padded)

@@ -80,7 +80,9 @@ def linears_on_real_tokens(encoder: nn.Module, attention_mask: torch.Tensor) -> 
         if module not in packed:
             return None
         packed.discard(module)
-        padded = output.new_zeros(rows * length, output.shape[1]).index_copy(0, real, output)
+        # index_put, not index_copy: autograd keeps only the indices for it, where
+        # index_copy would keep the whole packed output alive until the backward pass.
+        padded = output.new_zeros(rows * length, output.shape[1]).index_put((real,), output)
         return padded.view(rows, length, output.shape[1])
 
     handles = []

@@ -833,11 +833,14 @@ def reanalyse(saved: Path, target: Path) -> None:
 def save_report(args: argparse.Namespace, argv: Sequence[str] | None, info: dict, rows: list[Row],
                 ceilings: list[dict], complete: bool) -> dict:
     """Write the results so far (after every size, so an interrupted run leaves them)."""
+    from contrastive_sentence_embeddings.project_paths import recorded_command
+
     extrapolation = extrapolate(rows, ceilings, args.cores)
     report = {
         "what": "data_processing with the paper's data settings (kedro run --env paper) on synthetic "
                 "OpenWebText-like documents and wiki1m-like sentences; see docs/data_scale.md",
-        "command": " ".join(["python", "benchmarks/data_scale.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": recorded_command(__file__, list(argv if argv is not None else sys.argv[1:]),
+                                    Path(__file__).resolve().parents[1]),
         "complete": complete,
         "machine": {**info, "load_average_at_end": os.getloadavg()}, "encoder": OFFLINE_ENCODER,
         "seed": args.seed, "document_words": DOCUMENT_WORDS, "rss_poll_seconds": POLL_SECONDS,

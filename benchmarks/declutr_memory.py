@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import threading
@@ -60,6 +59,7 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
 from contrastive_sentence_embeddings.encoding import max_sequence_length
+from contrastive_sentence_embeddings.project_paths import recorded_command
 from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, DeclutrCollate, spans_by_document
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
@@ -464,7 +464,7 @@ def main() -> None:
     import transformers
 
     rows: list[dict] = []
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]])
+    command = recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1])
     commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     entry = {
         "command": command, "device": args.device, "encoder": args.encoder_config or "all-MiniLM-L6-v2 (pretrained, new MLM head)",

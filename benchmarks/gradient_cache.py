@@ -132,6 +132,8 @@ def child(args, *extra: str) -> dict:
 
 
 def main() -> None:
+    from contrastive_sentence_embeddings.project_paths import recorded_command
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", default="small")
     parser.add_argument("--batches", default="64,128,256,512,1024")
@@ -161,7 +163,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
     record = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "threads": args.threads},
         "torch": torch.__version__, "git_commit": commit + ("-dirty" if dirty else ""),

@@ -29,6 +29,7 @@ import torch
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.project_paths import recorded_command
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -70,7 +71,7 @@ def main() -> None:
               flush=True)
     ratios = [p / r for p, r in zip(seconds["padded"], seconds["real_tokens"])]
     report = {
-        "command": "python " + " ".join(sys.argv),
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs, shared with other processes",
         "load_average_at_start_and_end": [load_at_start, list(os.getloadavg())],
         "torch": torch.__version__, "threads": args.threads,

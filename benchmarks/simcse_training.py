@@ -39,6 +39,7 @@ from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+from contrastive_sentence_embeddings.project_paths import recorded_command
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
@@ -79,7 +80,7 @@ def main() -> None:
               f"{row['sentence_transformers_mnrl']['examples_per_second']} ex/s, ratio {row['ratio']}", flush=True)
 
     report = {
-        "command": "python " + " ".join(sys.argv),
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),

@@ -61,6 +61,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
+from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
 
@@ -626,7 +627,7 @@ def main() -> None:
         parser.error(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
     peak, device_name = peak_flops(device)
     report = {
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "git_commit": git_commit(),
+        "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": git_commit(),
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),

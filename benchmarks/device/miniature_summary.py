@@ -69,7 +69,9 @@ def method_proof(project: Path, method: str, out: Path) -> dict:
     shutil.copy(metadata_file, target / "cse_metadata.json")
     shutil.copy(curve_file, target / "training_curve.csv")
     figures = {key: metadata.get(key) for key in PROOF_KEYS}
-    figures["files"] = {"metadata": str(metadata_file), "curve": str(curve_file), "metrics": str(metrics_file)}
+    # Relative to the scratch project: where the run wrote them in any copy of the project.
+    figures["files"] = {name: path.relative_to(project).as_posix() for name, path in
+                        (("metadata", metadata_file), ("curve", curve_file), ("metrics", metrics_file))}
     if metrics_file.is_file():
         metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
         figures["metrics"] = {key: value for key, value in metrics.items()  # the averages, not each subset
@@ -83,7 +85,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("methods", nargs="+")
     args = parser.parse_args(argv)
-    summary = {"command": " ".join(sys.argv), "machine": machine(),
+    from contrastive_sentence_embeddings.project_paths import recorded_command
+
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    summary = {"command": recorded_command(__file__, arguments, Path(__file__).resolve().parents[2]),
+               "machine": machine(),
                "methods": {method: method_proof(args.project, method, args.out) for method in args.methods}}
     text = json.dumps(summary, indent=1, default=str)
     (args.out / "summary.json").write_text(text + "\n", encoding="utf-8")

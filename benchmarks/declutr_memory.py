@@ -316,36 +316,30 @@ def run_row(row: Row, args) -> dict:
     }
 
 
-def resident_gib() -> float:
-    """This process's resident memory now (Linux), GiB."""
+def proc_gib(path: str, field: str, missing: float) -> float:
+    """A kibibyte figure of a Linux ``/proc`` file (``VmRSS:`` of a process's status,
+    ``MemAvailable:`` of meminfo) in GiB; ``missing`` where there is none to read."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1]) / 2**20
     except OSError:
         pass
-    return float("nan")
+    return missing
+
+
+def resident_gib() -> float:
+    """This process's resident memory now (Linux), GiB."""
+    return proc_gib("/proc/self/status", "VmRSS:", float("nan"))
 
 
 # --- the parent: one child process per row -----------------------------------------------
 def child_rss_gib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return 0.0
+    return proc_gib(f"/proc/{pid}/status", "VmRSS:", 0.0)  # 0 once the child is gone
 
 
 def available_gib() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return float("inf")
+    return proc_gib("/proc/meminfo", "MemAvailable:", float("inf"))
 
 
 def measure_in_child(row: Row, args, limit_gib: float | None) -> dict:

@@ -67,7 +67,7 @@ def chunk_count(batch_size: int, mini_batch_size: int) -> int:
     return batch_size // mini_batch_size
 
 
-def _trimmed(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> slice:
+def _trimmed(attention_mask: torch.Tensor) -> slice:
     """The columns that hold a token of some row: rows are right-padded, so the padding
     past a mini-batch's own longest row is dropped (it changes no embedding)."""
     longest = int(attention_mask.sum(dim=1).max()) if attention_mask.numel() else 0
@@ -90,7 +90,7 @@ def split_rows(batch: Batch, chunks: int) -> list[dict]:
         begin, end = int(index[0]), int(index[-1]) + 1
         piece = {name: value[begin:end] for name, value in tensors.items()}
         if "attention_mask" in piece:
-            columns = _trimmed(piece["input_ids"], piece["attention_mask"])
+            columns = _trimmed(piece["attention_mask"])
             piece["input_ids"], piece["attention_mask"] = piece["input_ids"][:, columns], \
                 piece["attention_mask"][:, columns]
         pieces.append(piece)
@@ -107,7 +107,7 @@ def _bucket_rows(buckets: Sequence[Mapping], begin: int, end: int) -> list[dict]
             continue
         piece = {name: value[chosen] for name, value in bucket.items()}
         piece["rows"] = piece["rows"] - begin
-        columns = _trimmed(piece["input_ids"], piece["attention_mask"])
+        columns = _trimmed(piece["attention_mask"])
         for name in ("input_ids", "attention_mask", "mlm_labels"):
             if name in piece:
                 piece[name] = piece[name][:, columns]

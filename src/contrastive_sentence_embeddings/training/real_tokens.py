@@ -44,7 +44,7 @@ def recomputes_in_backward(encoder: nn.Module) -> bool:
     """Whether ``encoder`` has activation checkpointing on (transformers 5 names the flag
     ``is_activation_checkpointing``; 4.x ``is_gradient_checkpointing``)."""
     for flag in ("is_activation_checkpointing", "is_gradient_checkpointing"):
-        if hasattr(type(encoder), flag) or hasattr(encoder, flag):
+        if hasattr(type(encoder), flag):  # properties of transformers' PreTrainedModel
             return bool(getattr(encoder, flag))
     return False
 

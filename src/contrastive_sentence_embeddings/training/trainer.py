@@ -819,10 +819,11 @@ def train(
                 window_loss[key] = window_loss.get(key, 0.0) + value.detach().float()
             window_count += 1
             window_steps.append(state["step"])
-            if HOST_SYNC_EVERY_STEP or state["step"] % config.log_every == 0 or state["step"] == steps:
+            logs_a_row = state["step"] % config.log_every == 0 or state["step"] == steps
+            if HOST_SYNC_EVERY_STEP or logs_a_row:
                 window_loss = _read_window(window_loss, window_steps)
                 window_steps = []
-            if state["step"] % config.log_every == 0 or state["step"] == steps:
+            if logs_a_row:
                 elapsed = time.perf_counter() - window_start
                 row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
                        "examples_per_second": window_count * config.batch_size * accelerator.num_processes / elapsed,

@@ -69,22 +69,42 @@ def test_sgd_has_momentum_and_the_same_decay_groups():
     assert [g["weight_decay"] for g in optimizer.param_groups] == [1e-6, 0.0]
 
 
+def steps_of(model, optimiser, steps=3):
+    for step in range(steps):
+        torch.manual_seed(step)
+        for parameter in model.parameters():
+            parameter.grad = torch.randn_like(parameter)
+        optimiser.step()
+
+
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
 def test_the_multi_tensor_update_is_the_per_parameter_loop_bit_for_bit(tiny_bert, optimizer):
-    config = TrainingConfig(optimizer=optimizer, learning_rate=1e-3, weight_decay=0.01)
+    config = TrainingConfig(optimizer=optimizer, learning_rate=1e-3, weight_decay=0.01, fused_optimizer=False)
     models = [copy.deepcopy(tiny_bert) for _ in range(2)]
     ours = build_optimizer(models[0], config)
     extra = {"momentum": config.momentum} if optimizer == "sgd" else {}
     loop = type(ours)(parameter_groups(models[1], config.weight_decay), lr=config.learning_rate, foreach=False, **extra)
-    assert ours.defaults["foreach"] is True
-    for step in range(3):
-        for model, optimiser in zip(models, (ours, loop)):
-            torch.manual_seed(step)
-            for parameter in model.parameters():
-                parameter.grad = torch.randn_like(parameter)
-            optimiser.step()
+    assert ours.defaults["foreach"] is True and not ours.defaults.get("fused")
+    for model, optimiser in zip(models, (ours, loop)):
+        steps_of(model, optimiser)
     for mine, theirs in zip(models[0].parameters(), models[1].parameters()):
         assert torch.equal(mine, theirs)
+
+
+def test_adamw_is_fused_on_cpu_by_default_and_updates_as_the_loop_does(tiny_bert):
+    config = TrainingConfig(learning_rate=1e-3, weight_decay=0.01)
+    models = [copy.deepcopy(tiny_bert) for _ in range(2)]
+    ours = build_optimizer(models[0], config, torch.device("cpu"))
+    assert [group["fused"] for group in ours.param_groups] == [True, True]
+    loop = torch.optim.AdamW(parameter_groups(models[1], config.weight_decay), lr=config.learning_rate, foreach=False)
+    for model, optimiser in zip(models, (ours, loop)):
+        steps_of(model, optimiser)
+    moved = 0
+    for start, mine, theirs in zip(tiny_bert.parameters(), models[0].parameters(), models[1].parameters()):
+        # Float rounding only: the parameters moved by ~3e-3, the two updates agree to 1e-6.
+        torch.testing.assert_close(mine, theirs, rtol=1e-6, atol=1e-7)
+        moved = max(moved, float((theirs - start).detach().abs().max()))
+    assert moved > 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +210,32 @@ def test_the_kept_weights_are_the_best_by_the_chosen_dev_score(tiny_bert, tokeni
     kept_initial = all(torch.equal(initial[k], v) for k, v in result.best_state.items())
     assert kept_initial == (best_step == 0)
     assert ("kept weights are the starting ones" in caplog.text) == (best_step == 0)
+
+
+def test_a_resumed_run_updates_with_the_kernel_it_is_configured_with(tiny_bert, tokenizer, sentences, tmp_path,
+                                                                       monkeypatch):
+    # A checkpoint written with the foreach update (fused_optimizer: false, as every CPU
+    # checkpoint of an older version was) and resumed with the default: loading the
+    # optimizer's state brings the saved flags back, the resumed steps must still be fused.
+    settings = dict(max_steps=8, eval_every=4, log_every=4)
+    checkpoint = tmp_path / "checkpoint"
+    kernels, crash_at, original_step = [], [6], torch.optim.AdamW.step
+
+    def recording_step(self, *args, **kwargs):
+        kernels.append([(group["fused"], group["foreach"]) for group in self.param_groups])
+        if len(kernels) in crash_at:
+            raise KeyboardInterrupt("simulated interruption")
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_bert, tokenizer, sentences, checkpoint_dir=str(checkpoint), fused_optimizer=False, **settings)
+    assert kernels[0] == [(None, True), (None, True)]
+    kernels.clear()
+    crash_at.clear()
+    resumed = run(tiny_bert, tokenizer, sentences, checkpoint_dir=str(checkpoint), **settings)
+    assert resumed.steps == 8 and len(kernels) == 4  # steps 5 to 8, from the step-4 checkpoint
+    assert all(step == [(True, None), (True, None)] for step in kernels), kernels
+    straight = run(tiny_bert, tokenizer, sentences, **settings)
+    for key, value in straight.best_state.items():
+        assert torch.allclose(value, resumed.best_state[key], atol=1e-5), key

@@ -120,7 +120,9 @@ class TrainingConfig:
     num_processes: int | str = field(default=1, metadata=integer(1, words=("auto",)))
     # Speed settings that do not change what is computed (benchmarks/training_throughput.py
     # measures each on and off; docs/gpu.md). null: chosen by the device.
-    fused_optimizer: bool | None = field(default=None, metadata=flag(null=True))  # null: fused AdamW on CUDA
+    # null: fused AdamW on CPU and CUDA (one vectorised pass over each parameter; what the
+    # transformers Trainer uses by default); false: the multi-tensor (foreach) update.
+    fused_optimizer: bool | None = field(default=None, metadata=flag(null=True))
     pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
     loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
     tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
@@ -363,18 +365,55 @@ def enable_gradient_checkpointing(encoder: torch.nn.Module) -> None:
 
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device | None = None
                     ) -> torch.optim.Optimizer:
-    """AdamW or SGD over :func:`parameter_groups`; on CUDA AdamW is the fused kernel
-    (one launch for every parameter) unless ``fused_optimizer`` is false. The update
-    is the same as the default implementation's up to float rounding."""
+    """AdamW or SGD over :func:`parameter_groups` (``device``: where the parameters live,
+    CPU when not given). AdamW is torch's fused kernel on CPU and CUDA unless
+    ``fused_optimizer`` is false, then the multi-tensor (foreach) update; either is the
+    per-parameter loop's update up to float rounding (the foreach one bit for bit on CPU).
+    On CPU the fused step of the default encoder takes ~20 ms where the foreach one takes
+    ~110 ms (docs/results.md); the transformers Trainer, sentence-transformers' included,
+    uses the fused kernel by default."""
     groups = parameter_groups(model, config.weight_decay)
-    # foreach: one multi-tensor update instead of a Python loop over ~100 parameters. torch
-    # picks it by itself on CUDA only; on CPU it is the same arithmetic, bit for bit
-    # (tests/training/test_trainer.py), and a step faster.
+    # foreach: one multi-tensor update instead of a Python loop over ~100 parameters (torch
+    # picks it by itself on CUDA only).
     if config.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=config.learning_rate, momentum=config.momentum, foreach=True)
-    on_cuda = device is not None and device.type == "cuda"
-    fused = on_cuda if config.fused_optimizer is None else bool(config.fused_optimizer and on_cuda)
-    return torch.optim.AdamW(groups, lr=config.learning_rate, **({"fused": True} if fused else {"foreach": True}))
+    return torch.optim.AdamW(groups, lr=config.learning_rate, **update_kind(config, device))
+
+
+FUSED_ADAMW_DEVICES = ("cpu", "cuda")
+
+
+def update_kind(config: TrainingConfig, device: torch.device | None) -> dict[str, bool | None]:
+    """The AdamW implementation flags for ``config.fused_optimizer`` on ``device``."""
+    supported = (device.type if device is not None else "cpu") in FUSED_ADAMW_DEVICES
+    fused = supported and config.fused_optimizer is not False
+    return {"fused": True, "foreach": None} if fused else {"fused": None, "foreach": True}
+
+
+IMPLEMENTATION_FLAGS = ("fused", "foreach")
+
+
+def implementation_flags(optimizer: torch.optim.Optimizer) -> list[dict[str, bool | None]]:
+    """Each parameter group's choice of update kernel (fused, foreach), to keep across
+    :func:`restore_implementation_flags`."""
+    return [{name: group[name] for name in IMPLEMENTATION_FLAGS if name in group} for group in optimizer.param_groups]
+
+
+def restore_implementation_flags(optimizer: torch.optim.Optimizer, flags: list[dict[str, bool | None]]) -> None:
+    """Put back the kernels the optimizer was built with after a checkpoint's state was
+    loaded into it: ``load_state_dict`` restores every parameter group as saved, flags
+    included, so a run resumed with another ``fused_optimizer`` (a speed setting, not in
+    the resume fingerprint), or from a checkpoint an older version wrote, would silently
+    keep the saved kernel. The fused kernel wants each step count on its parameter's
+    device, which a foreach checkpoint keeps on the CPU."""
+    for group, chosen in zip(optimizer.param_groups, flags, strict=True):
+        group.update(chosen)
+        if not chosen.get("fused"):
+            continue
+        for parameter in group["params"]:
+            step = optimizer.state.get(parameter, {}).get("step")
+            if torch.is_tensor(step) and step.device != parameter.device:
+                optimizer.state[parameter]["step"] = step.to(parameter.device)
 
 
 def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
@@ -703,7 +742,9 @@ def train(
         resumed = broadcast_object_list([resumed])[0]
     if resumed is not None:
         folder, state = resumed
+        built_with = implementation_flags(optimizer)
         accelerator.load_state(str(folder / ACCELERATE_STATE))
+        restore_implementation_flags(optimizer, built_with)
         # weights_only: a checkpoint is data, never code to run (and older torch defaults differ).
         best_state = torch.load(folder / BEST_WEIGHTS, map_location="cpu", weights_only=True)
         logger.info("resumed from %s at step %d (best %s %.2f at step %d)", folder, state["step"],

@@ -120,6 +120,9 @@ def count_layer_calls(encoder: nn.Module) -> list[int]:
 def test_gradient_checkpointing_recomputes_with_the_same_dropout_and_gives_the_same_gradients(tiny_bert,
                                                                                               tiny_bert_dir):
     plain = declutr_model(tiny_bert, tiny_bert_dir).train()
+    # Checkpointed layers keep torch's own dropout (training/cpu_dropout.py stands aside):
+    # the plain pass must draw its masks the same way to be comparable.
+    plain.uniform_dropout = False
     checkpointed = copy.deepcopy(plain)
     enable_gradient_checkpointing(checkpointed.encoder)
     plain_calls, checkpointed_calls = count_layer_calls(plain.encoder), count_layer_calls(checkpointed.encoder)
@@ -145,7 +148,8 @@ def test_the_trainer_checkpoints_when_asked_and_trains_the_same_weights(tiny_ber
         encoder = copy.deepcopy(tiny_bert)
         calls[checkpointing] = count_layer_calls(encoder)
         torch.manual_seed(0)  # the same MLP head in both runs
-        model = ContrastiveModel(encoder, "cls", build_method("simcse"))
+        # torch's own dropout in both: checkpointed layers keep it (training/cpu_dropout.py).
+        model = ContrastiveModel(encoder, "cls", build_method("simcse"), uniform_dropout=False)
         config = TrainingConfig(batch_size=4, max_steps=2, eval_every=0, device="cpu", learning_rate=1e-3,
                                 gradient_checkpointing=checkpointing, seed=3, mini_batch_size=mini_batch_size)
         trained[checkpointing] = train(model, tokenizer, ids, config).best_state

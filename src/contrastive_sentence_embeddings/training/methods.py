@@ -32,7 +32,8 @@ from contrastive_sentence_embeddings.training.objective import (
     DCL, MLM, VIEW_ORDER, DropoutPair, Encoded, InfoNCE, NTXent, OffDropout, OffDropoutInfoNCE, Pairs,
     SelfContrast, Spans, Term, TwoRates, View, Decorrelation,
 )
-from contrastive_sentence_embeddings.training.real_tokens import linears_on_real_tokens
+from contrastive_sentence_embeddings.training.cpu_dropout import dropout_from_uniform_draws
+from contrastive_sentence_embeddings.training.real_tokens import linears_on_real_tokens, recomputes_in_backward
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,16 @@ class ContrastiveModel(nn.Module):
     the method's loss as ``forward``. Only ``encoder`` is saved at the end."""
 
     def __init__(self, encoder: nn.Module, pooling: str, method: "Method",
-                 pretrained_heads: Mapping[str, nn.Module] | None = None, real_tokens_only: bool = True):
+                 pretrained_heads: Mapping[str, nn.Module] | None = None, real_tokens_only: bool = True,
+                 uniform_dropout: bool = True):
         super().__init__()
         self.encoder = encoder
-        # Training passes run the linear layers on real tokens only (.real_tokens): the
-        # same loss and gradients up to float rounding, a third less work on wiki batches.
+        # Training passes on CPU run the linear layers on real tokens only (.real_tokens):
+        # the same loss and gradients up to float rounding, a third less work on wiki
+        # batches; and draw the encoder's dropout masks uniformly (.cpu_dropout): the
+        # same distribution as torch's dropout, cheaper to draw.
         self.real_tokens_only = real_tokens_only
+        self.uniform_dropout = uniform_dropout
         self.pooling = pooling
         self.method = method
         self.heads = method.build_heads(encoder.config.hidden_size)
@@ -59,9 +64,14 @@ class ContrastiveModel(nn.Module):
         """``(pooled embeddings, the encoder's outputs)``: for recipes that also need
         the token states (DeCLUTR's MLM)."""
         # CPU only: on CUDA the packing's host synchronisations (the mask's count, the
-        # real rows' indices) would stall the queue, and it was not measured there.
-        skip_padding = self.real_tokens_only and self.encoder.training and input_ids.device.type == "cpu"
-        with linears_on_real_tokens(self.encoder, attention_mask) if skip_padding else contextlib.nullcontext():
+        # real rows' indices) would stall the queue, and dropout is one fused kernel.
+        training_on_cpu = self.encoder.training and input_ids.device.type == "cpu"
+        with contextlib.ExitStack() as stack:
+            if training_on_cpu and self.real_tokens_only:
+                stack.enter_context(linears_on_real_tokens(self.encoder, attention_mask))
+            # Not under activation checkpointing: its recomputation runs outside this block.
+            if training_on_cpu and self.uniform_dropout and not recomputes_in_backward(self.encoder):
+                stack.enter_context(dropout_from_uniform_draws())
             outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                    output_hidden_states=needs_hidden_states([self.pooling]), return_dict=True)
         return pool_outputs(self.pooling, outputs, attention_mask), outputs

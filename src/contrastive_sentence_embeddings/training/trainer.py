@@ -711,6 +711,7 @@ def train(
     core: ContrastiveModel = accelerator.unwrap_model(model)
     if config.compile:  # the forward only: the module, its weights and their names stay as they are
         core.encoder.forward = torch.compile(core.encoder.forward, dynamic=True)
+        core.uniform_dropout = False  # the compiled graph keeps torch's dropout (a function mode was not tried in it)
     gradient_cache = None
     if config.mini_batch_size is not None:
         gradient_cache = GradientCache(core, config.batch_size, config.mini_batch_size, autocast=accelerator.autocast,

@@ -61,12 +61,12 @@ class _UniformDropout(torch.autograd.Function):
         scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        return torch.where(keep, inputs * scale, 0.0)
+        return torch.where(keep, inputs, 0.0).mul_(scale)  # one pass fewer than scaling first
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad * ctx.scale, 0.0), None
+        return torch.where(keep, grad, 0.0).mul_(ctx.scale), None
 
 
 def uniform_dropout(inputs: torch.Tensor, p: float) -> torch.Tensor:
@@ -81,14 +81,17 @@ def attention_with_dropout(query: torch.Tensor, key: torch.Tensor, value: torch.
     (True), a float one is added to the scores; rows with every key masked give 0."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    masked_rows = None  # query rows with no key to attend to (read on the mask: heads broadcast)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
+            masked_rows = ~attn_mask.any(dim=-1, keepdim=True)
         else:
             scores = scores + attn_mask
+            masked_rows = attn_mask.isneginf().all(dim=-1, keepdim=True)
     probabilities = torch.softmax(scores, dim=-1)
-    if attn_mask is not None:  # softmax over only -inf is NaN; SDPA's math path gives 0
-        probabilities = torch.where(scores.isneginf().all(dim=-1, keepdim=True), 0.0, probabilities)
+    if masked_rows is not None and bool(masked_rows.any()):  # softmax over only -inf is NaN; SDPA gives 0
+        probabilities = torch.where(masked_rows, 0.0, probabilities)
     return torch.matmul(uniform_dropout(probabilities, dropout_p), value)
 
 

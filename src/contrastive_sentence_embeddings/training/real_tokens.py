@@ -82,7 +82,9 @@ def linears_on_real_tokens(encoder: nn.Module, attention_mask: torch.Tensor) -> 
         packed.discard(module)
         # index_put, not index_copy: autograd keeps only the indices for it, where
         # index_copy would keep the whole packed output alive until the backward pass.
-        padded = output.new_zeros(rows * length, output.shape[1]).index_put((real,), output)
+        # In place into the fresh zeros (no gradient of its own): the out-of-place call
+        # copies them first, ~40% of the restore's time.
+        padded = output.new_zeros(rows * length, output.shape[1]).index_put_((real,), output)
         return padded.view(rows, length, output.shape[1])
 
     handles = []

@@ -11,7 +11,13 @@ SICK-R trial Spearman after the same number of steps, scored by the same evaluat
 Both run side by side in one process, ``--repeats`` times, the order alternating
 (ours first, then theirs first, ...), and each repeat's ratio of examples/s is
 reported: on a machine other processes share, the two of a repeat see about the same
-load. The load average before and after each trainer is recorded. ``--no-dev`` skips
+load. The load average before and after each trainer is recorded. ``--interleaved``
+runs each repeat's two trainers at once in two processes that take their steps in
+turn instead (ours, theirs, ours, ...: one waits while the other steps), each timing
+its own turns (a turn: from one step's first forward call to the next's, so data,
+logging and the update are in it; the last one ends when the trainer returns): both
+meet the machine as it is at the same moments, which a shared or throttled machine
+changes from one minute to the next. ``--no-dev`` skips
 the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
 (default: the offline mirror's ``wiki/wiki1m_head.txt``). Results are printed as
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -58,6 +65,8 @@ def main() -> None:
     parser.add_argument("--sentences", default=None)  # an ArrowDataset folder or a text file; default: the mirror's wiki
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-dev", action="store_true")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="the two trainers in two processes taking their steps in turn")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -68,6 +77,9 @@ def main() -> None:
     for repeat in range(args.repeats):
         order = (train_ours, train_theirs) if repeat % 2 == 0 else (train_theirs, train_ours)
         row = {"first": "ours" if repeat % 2 == 0 else "sentence_transformers_mnrl"}
+        if args.interleaved:
+            row.update(interleaved(args, sentences, order))
+            order = ()
         for trainer in order:
             load_before = os.getloadavg()[0]
             name, seconds, scores = trainer(args, sentences, dev)
@@ -86,6 +98,7 @@ def main() -> None:
         "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
+        "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +109,81 @@ def main() -> None:
         ours, theirs = row["ours"], row["sentence_transformers_mnrl"]
         print(f"| {number} | {row['first']} | {ours['examples_per_second']} | {theirs['examples_per_second']} "
               f"| {row['ratio']} | {ours.get('stsb_dev', '-')} | {theirs.get('stsb_dev', '-')} |")
+
+
+def interleaved(args, sentences, order) -> dict:
+    """Both trainers at once, in two processes taking turns step by step, ``order[0]``'s
+    first; each one's examples/s over its own turns."""
+    context = multiprocessing.get_context("spawn")
+    turns = [context.Semaphore(1), context.Semaphore(0)]
+    # Both wait for each other at their first step (neither steps while the other loads)
+    # and after their last (neither steps while the other scores the dev sets).
+    together = context.Barrier(2)
+    reports = context.Queue()
+    load_before = os.getloadavg()[0]
+    workers = [context.Process(target=take_turns, args=(trainer, index, turns, together, reports, args, sentences))
+               for index, trainer in enumerate(order)]
+    for worker in workers:
+        worker.start()
+    rows = dict(reports.get() for _ in workers)
+    for worker in workers:
+        worker.join()
+        if worker.exitcode != 0:
+            raise RuntimeError(f"a trainer's process ended with exit code {worker.exitcode}")
+    wanted = args.steps * args.batch_size
+    for row in rows.values():
+        row.update(examples_per_second=round(wanted / row["seconds"], 1),
+                   load_average_1min=[round(load_before, 2), round(os.getloadavg()[0], 2)])
+    return rows
+
+
+def take_turns(trainer, index, turns, together, reports, args, sentences) -> None:
+    """Runs ``trainer`` in this process, stepping only in its turn: a global forward
+    hook on the step's outermost module ends the previous turn (passing it on) and waits
+    for the next; the time of each turn is summed."""
+    logging.basicConfig(level=logging.WARNING)
+    dev = None if args.no_dev else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
+    mine, other = turns[index], turns[1 - index]
+    clock = {"start": None, "seconds": 0.0, "turns": 0, "top": None}
+
+    def end_turn():
+        clock["seconds"] += time.perf_counter() - clock["start"]
+        clock["turns"] += 1
+        clock["start"] = None
+        other.release()
+
+    def at_forward(module, _args):
+        if module is not clock["top"]:
+            return
+        if clock["start"] is not None:
+            end_turn()
+        elif clock["turns"] == 0:
+            together.wait()
+        mine.acquire()
+        clock["start"] = time.perf_counter()
+
+    def timed(run_training, top):
+        clock["top"] = top
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(at_forward)
+        try:
+            run_training()
+        finally:
+            handle.remove()
+            if clock["start"] is not None:
+                end_turn()
+        together.wait()
+        return clock["seconds"]
+
+    name, _, scores = trainer(args, sentences, dev, timed)
+    if clock["turns"] != args.steps:
+        raise RuntimeError(f"{name}: {clock['turns']} turns timed for {args.steps} steps")
+    reports.put((name, {"seconds": round(clock["seconds"], 1), **{k: round(v, 2) for k, v in scores.items()}}))
+
+
+def wall_clock(run_training, _top) -> float:
+    start = time.perf_counter()
+    run_training()
+    return time.perf_counter() - start
 
 
 def read_sentences(source: str | None, wanted: int) -> list[str]:
@@ -110,23 +198,23 @@ def read_sentences(source: str | None, wanted: int) -> list[str]:
     return lines[:wanted]
 
 
-def train_ours(args, sentences, dev):
+def train_ours(args, sentences, dev, timer=wall_clock):
     torch.manual_seed(0)
     encoder, tokenizer = load_pretrained(args.encoder)
     model = ContrastiveModel(encoder, args.pooling, build_method("simcse", {"use_mlp": False}))
     config = TrainingConfig(learning_rate=args.learning_rate, batch_size=args.batch_size, max_steps=args.steps,
                             max_length=args.max_length, eval_every=0, device="cpu", max_grad_norm=None)
     ids = tokenize_sentences(tokenizer, sentences, args.max_length)
-    start = time.perf_counter()
-    result = train(model, tokenizer, ids, config)
-    seconds = time.perf_counter() - start
+    trained = []
+    seconds = timer(lambda: trained.append(train(model, tokenizer, ids, config)), model)
+    result = trained[0]
     if dev is None:
         return "ours", seconds, {}
     encoder.load_state_dict(result.best_state)
     return "ours", seconds, dev(SentenceEncoder(encoder, tokenizer, args.pooling, device=torch.device("cpu")).encode)
 
 
-def train_theirs(args, sentences, dev):
+def train_theirs(args, sentences, dev, timer=wall_clock):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -142,11 +230,9 @@ def train_theirs(args, sentences, dev):
             max_grad_norm=1e9, save_strategy="no", report_to="none", logging_steps=10**6, use_cpu=True,
             dataloader_drop_last=True, seed=0,
         )
-        trainer = SentenceTransformerTrainer(model=st_model, args=training_args, train_dataset=pairs,
-                                             loss=MultipleNegativesRankingLoss(st_model, scale=20.0))
-        start = time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
+        loss = MultipleNegativesRankingLoss(st_model, scale=20.0)
+        trainer = SentenceTransformerTrainer(model=st_model, args=training_args, train_dataset=pairs, loss=loss)
+        seconds = timer(trainer.train, loss)
     if dev is None:
         return "sentence_transformers_mnrl", seconds, {}
     return "sentence_transformers_mnrl", seconds, dev(lambda s: st_model.encode(s, batch_size=128, convert_to_numpy=True))

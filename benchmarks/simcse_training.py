@@ -17,7 +17,9 @@ turn instead (ours, theirs, ours, ...: one waits while the other steps), each ti
 its own turns (a turn: from one step's first forward call to the next's, so data,
 logging and the update are in it; the last one ends when the trainer returns): both
 meet the machine as it is at the same moments, which a shared or throttled machine
-changes from one minute to the next. ``--no-dev`` skips
+changes from one minute to the next. ``--against-itself ours|theirs`` is the check of
+that method: one trainer in both processes, whose two examples/s should agree
+(written to ``benchmarks/results/simcse_training_against_itself_<trainer>.json``). ``--no-dev`` skips
 the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
 (default: the offline mirror's ``wiki/wiki1m_head.txt``). Results are printed as
@@ -28,6 +30,7 @@ machine, torch version and git commit.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import multiprocessing
@@ -67,8 +70,12 @@ def main() -> None:
     parser.add_argument("--no-dev", action="store_true")
     parser.add_argument("--interleaved", action="store_true",
                         help="the two trainers in two processes taking their steps in turn")
+    parser.add_argument("--against-itself", choices=("ours", "theirs"),
+                        help="interleave one trainer with itself (the method's check)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.against_itself:
+        return against_itself(args)
 
     wanted = args.steps * args.batch_size
     sentences = read_sentences(args.sentences, wanted)
@@ -135,6 +142,35 @@ def interleaved(args, sentences, order) -> dict:
         row.update(examples_per_second=round(wanted / row["seconds"], 1),
                    load_average_1min=[round(load_before, 2), round(os.getloadavg()[0], 2)])
     return rows
+
+
+def against_itself(args) -> None:
+    """``--against-itself``: the interleaved timing with one trainer in both processes."""
+    trainer = {"ours": train_ours, "theirs": train_theirs}[args.against_itself]
+    sentences = read_sentences(args.sentences, args.steps * args.batch_size)
+    args.no_dev = True
+    repeats = []
+    for _ in range(args.repeats):
+        slots = interleaved(args, sentences, (functools.partial(in_slot, trainer, "first"),
+                                              functools.partial(in_slot, trainer, "second")))
+        slots["ratio"] = round(slots["first"]["examples_per_second"] / slots["second"]["examples_per_second"], 3)
+        repeats.append(slots)
+        print(f"{args.against_itself} against itself: first {slots['first']['examples_per_second']} ex/s, "
+              f"second {slots['second']['examples_per_second']} ex/s, ratio {slots['ratio']}", flush=True)
+    report = {
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
+        "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "trainer": args.against_itself, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
+    }
+    (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def in_slot(trainer, slot, *arguments, **options):
+    """``trainer``'s run reported under ``slot`` (the name of a process of the pair)."""
+    _, seconds, scores = trainer(*arguments, **options)
+    return slot, seconds, scores
 
 
 def take_turns(trainer, index, turns, together, reports, args, sentences) -> None:

@@ -99,10 +99,7 @@ def main() -> None:
               f"{row['sentence_transformers_mnrl']['examples_per_second']} ex/s, ratio {row['ratio']}", flush=True)
 
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
-        "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        **run_record(),
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
         "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
@@ -144,6 +141,16 @@ def interleaved(args, sentences, order) -> dict:
     return rows
 
 
+def run_record() -> dict:
+    """What identifies this run: its command, the machine, torch and the commit."""
+    return {
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
+        "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+    }
+
+
 def against_itself(args) -> None:
     """``--against-itself``: the interleaved timing with one trainer in both processes."""
     trainer = {"ours": train_ours, "theirs": train_theirs}[args.against_itself]
@@ -158,10 +165,7 @@ def against_itself(args) -> None:
         print(f"{args.against_itself} against itself: first {slots['first']['examples_per_second']} ex/s, "
               f"second {slots['second']['examples_per_second']} ex/s, ratio {slots['ratio']}", flush=True)
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
-        "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        **run_record(),
         "trainer": args.against_itself, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
     }
     (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")

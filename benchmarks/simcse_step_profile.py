@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ import torch
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.project_paths import recorded_command
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -224,9 +226,7 @@ def main() -> None:
     runs = {name: record["phases"] for name, record in records.items()}
     losses = {name: record["losses"] for name, record in records.items() if "losses" in record}
     report = {
-        "command": "python benchmarks/simcse_step_profile.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if not isinstance(v, bool))
-        + "".join(f" --{k.replace('_', '-')}" for k, v in vars(args).items() if v is True),
+        "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "load_average_at_start_and_end": None, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),

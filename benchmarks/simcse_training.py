@@ -79,20 +79,21 @@ def main() -> None:
 
     wanted = args.steps * args.batch_size
     sentences = read_sentences(args.sentences, wanted)
-    dev = None if args.no_dev else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
+    # Interleaved, each trainer's process scores the dev sets itself.
+    dev = None if args.no_dev or args.interleaved else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
     repeats = []
     for repeat in range(args.repeats):
         order = (train_ours, train_theirs) if repeat % 2 == 0 else (train_theirs, train_ours)
         row = {"first": "ours" if repeat % 2 == 0 else "sentence_transformers_mnrl"}
         if args.interleaved:
             row.update(interleaved(args, sentences, order))
-            order = ()
-        for trainer in order:
-            load_before = os.getloadavg()[0]
-            name, seconds, scores = trainer(args, sentences, dev)
-            row[name] = {"seconds": round(seconds, 1), "examples_per_second": round(wanted / seconds, 1),
-                         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-                         **{k: round(v, 2) for k, v in scores.items()}}
+        else:
+            for trainer in order:
+                load_before = os.getloadavg()[0]
+                name, seconds, scores = trainer(args, sentences, dev)
+                row[name] = {"seconds": round(seconds, 1), "examples_per_second": round(wanted / seconds, 1),
+                             "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                             **{k: round(v, 2) for k, v in scores.items()}}
         row["ratio"] = round(row["ours"]["examples_per_second"] / row["sentence_transformers_mnrl"]["examples_per_second"], 3)
         repeats.append(row)
         print(f"repeat {repeat + 1}: ours {row['ours']['examples_per_second']} ex/s, sentence-transformers "

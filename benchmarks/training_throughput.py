@@ -294,8 +294,10 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
 
 
 def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device,
-               settings: dict | None = None, tweak=None) -> dict:
-    """Train ``name`` for warm-up + timed steps and measure it (see the module docstring)."""
+               settings: dict | None = None, tweak=None, around_training=contextlib.nullcontext) -> dict:
+    """Train ``name`` for warm-up + timed steps and measure it (see the module docstring).
+    ``around_training``: a context manager factory the training runs inside (the
+    profiler of ``--profile``)."""
     from accelerate.utils import set_seed
     from transformers import AutoModel
 
@@ -323,7 +325,8 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     counter = WorkCounter(model.encoder if block.family != "pairs" else None, heads)
     synchronize(device)
     started = time.perf_counter()
-    result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
+    with around_training():
+        result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
     synchronize(device)
     wall = time.perf_counter() - started
     counter.remove()
@@ -460,6 +463,80 @@ def run_peer(shape: str, args, inputs: dict, tokenizer, folders: Path, device: t
             "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2), "device": device_name}
 
 
+# --- where a step goes (--profile) --------------------------------------------------------
+# Host-side calls that launch device work, and those that make the host wait for the device.
+KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+DEVICE_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+# Tensor operations that read a device value back to the host (``.item()``, ``int(t)``,
+# ``if t.any()``, boolean indexing): each one waits until the queue before it has run.
+HOST_READS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero")
+
+
+def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path,
+                   device: torch.device) -> dict:
+    """One more short run of ``name`` under ``torch.profiler``: ``--warmup`` steps, one
+    step for the profiler's own warm-up, then ``--profile`` steps recorded. The
+    profiler steps with the optimiser (a global step hook), so a recorded step is one
+    whole training step: collate, forward, backward, clipping, update. Profiling adds
+    host overhead of its own, so its step times are for the shares, not for the
+    throughput (the rows above are)."""
+    from torch.autograd import DeviceType
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    on_cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    recorded = args.profile
+    profiler = profile(activities=activities, schedule=schedule(wait=args.warmup, warmup=1, active=recorded, repeat=1))
+    local = argparse.Namespace(**{**vars(args), "steps": 1 + recorded, "eval_cost": False})
+
+    @contextlib.contextmanager
+    def profiled():
+        hook = register_optimizer_step_post_hook(lambda *_: profiler.step())
+        try:
+            with profiler:
+                yield
+        finally:
+            hook.remove()
+
+    run_method(name, shape, local, inputs, tokenizer, folders, device, around_training=profiled)
+    steps = [event for event in profiler.events() if event.name.startswith("ProfilerStep")]
+    if len(steps) != recorded:
+        raise RuntimeError(f"the profiler recorded {len(steps)} training steps, expected {recorded}")
+    averages = profiler.key_averages()
+
+    def count(names) -> float:
+        return round(sum(e.count for e in averages if e.key in names) / recorded, 1)
+
+    def per_step_ms(microseconds: float) -> float:
+        return round(microseconds / recorded / 1000, 3)
+
+    host_ops = sorted((e for e in averages if e.device_type == DeviceType.CPU and not e.key.startswith("ProfilerStep")),
+                      key=lambda e: e.self_cpu_time_total, reverse=True)
+    kernels = sorted((e for e in averages if e.device_type == DeviceType.CUDA and not e.is_user_annotation),
+                     key=lambda e: e.self_device_time_total, reverse=True)
+    step_ms = sum(e.cpu_time_total for e in steps) / recorded / 1000
+    report = {
+        "method": name, "encoder_config": shape, "steps_recorded": recorded, "step_ms_profiled": round(step_ms, 2),
+        "host_reads_per_step": count(HOST_READS),
+        "top_host_ops": [{"op": e.key, "self_ms_per_step": per_step_ms(e.self_cpu_time_total),
+                          "calls_per_step": round(e.count / recorded, 1)} for e in host_ops[:12]],
+    }
+    if on_cuda:
+        device_ms = per_step_ms(sum(e.self_device_time_total for e in kernels))
+        report.update({
+            "device_ms_per_step": device_ms, "device_busy_share": round(device_ms / step_ms, 4),
+            "kernel_launches_per_step": count(KERNEL_LAUNCHES), "device_waits_per_step": count(DEVICE_WAITS),
+            "top_kernels": [{"kernel": e.key[:120], "ms_per_step": per_step_ms(e.self_device_time_total),
+                             "calls_per_step": round(e.count / recorded, 1)} for e in kernels[:12]],
+        })
+    if args.trace_dir:
+        folder = Path(args.trace_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        profiler.export_chrome_trace(str(folder / f"{name}_{shape}_{device.type}.json"))
+    return report
+
+
 # --- the ablation -------------------------------------------------------------------------
 def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[dict]:
     """SimCSE with each speed setting turned off (or on, where off is the default), one
@@ -566,7 +643,8 @@ def markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
         cells = []
         for _, key in columns:
             value = row.get(key)
-            if key in ("mfu", "hfu", "padding_share", "dev_eval_share_of_125_steps") and isinstance(value, float):
+            if key in ("mfu", "hfu", "padding_share", "dev_eval_share_of_125_steps", "device_busy_share") and isinstance(
+                    value, float):
                 value = f"{100 * value:.1f}%"
             cells.append("" if value is None else str(value))
         lines.append("| " + " | ".join(cells) + " |")
@@ -578,6 +656,10 @@ MAIN_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("batch", "
                 ("tokens/s", "tokens_per_second"), ("padding", "padding_share"), ("TFLOP/s", "achieved_tflops"),
                 ("MFU", "mfu"), ("HFU", "hfu"), ("peak GiB", "peak_memory_gib"),
                 ("dev eval s", "dev_eval_seconds"), ("eval share /125 steps", "dev_eval_share_of_125_steps")]
+PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step ms (profiled)", "step_ms_profiled"),
+                   ("device ms", "device_ms_per_step"), ("device busy", "device_busy_share"),
+                   ("kernel launches", "kernel_launches_per_step"), ("device waits", "device_waits_per_step"),
+                   ("host reads", "host_reads_per_step"), ("error", "error")]
 
 
 def main() -> None:
@@ -595,12 +677,17 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a training setting for every run (a YAML value), e.g. --set mixed_precision=no")
     parser.add_argument("--no-eval-cost", dest="eval_cost", action="store_false")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="also profile this many steps of every method (torch.profiler): where a step goes")
+    parser.add_argument("--trace-dir", default=None, help="with --profile: write each method's Chrome trace here")
     parser.add_argument("--mirror", default=None)
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument("--output", default=None, help="default: benchmarks/results/training_throughput_<device>.json")
     args = parser.parse_args()
     if args.steps % args.warmup:
         parser.error("--steps must be a multiple of --warmup (the timing window)")
+    if args.trace_dir and not args.profile:
+        parser.error("--trace-dir needs --profile")
     args.training_settings = {}
     for item in args.settings:
         key, _, value = item.partition("=")
@@ -632,6 +719,7 @@ def main() -> None:
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "training_settings": args.training_settings, "rows": [], "peer": [], "ablation": [], "scaling": [],
+        "profiles": [],
     }
     for package in ("transformers", "accelerate", "sentence_transformers"):
         with contextlib.suppress(ImportError):
@@ -657,6 +745,16 @@ def main() -> None:
             report["rows"].append(row)
             save()
             print(f"  {row.get('examples_per_second', row.get('error'))} examples/s, MFU {row.get('mfu')}", flush=True)
+        for name in methods if args.profile else []:
+            shape = args.encoder_config or PAPER_ENCODER.get(name, "bert-base-uncased")
+            print(f"profile: {name} ({shape}) ...", flush=True)
+            try:
+                report["profiles"].append(profile_method(name, shape, args, inputs, tokenizer, folders, device))
+            except Exception as error:  # noqa: BLE001 - reported, the others still run
+                logger.exception("profiling %s failed", name)
+                report["profiles"].append({"method": name, "encoder_config": shape,
+                                           "error": f"{type(error).__name__}: {error}"[:500]})
+            save()
         if args.peer:
             shape = args.encoder_config or "bert-base-uncased"
             print("peer: sentence-transformers MNRL ...", flush=True)
@@ -702,6 +800,15 @@ def main() -> None:
         print(markdown(report["scaling"], [("variant", "variant"), ("examples/s", "examples_per_second"),
                                            ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
                                            ("error", "error")]))
+    if report["profiles"]:
+        print()
+        print(markdown(report["profiles"], PROFILE_COLUMNS))
+        for profile in (p for p in report["profiles"] if "error" not in p):
+            ops = ", ".join(f"{o['op']} {o['self_ms_per_step']} ms" for o in profile.get("top_host_ops", [])[:5])
+            print(f"\n{profile['method']}: host {ops}")
+            if profile.get("top_kernels"):
+                print("  device " + ", ".join(f"{k['kernel'][:60]} {k['ms_per_step']} ms"
+                                            for k in profile["top_kernels"][:5]))
     if "simcse_over_peer" in report:
         print(f"\nSimCSE / sentence-transformers MNRL examples/s: {report['simcse_over_peer']}x")
     print(f"\nwritten: {output}")

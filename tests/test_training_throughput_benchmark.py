@@ -1,0 +1,61 @@
+"""``benchmarks/training_throughput.py`` as the GPU machine runs it, in its CPU mode with a
+tiny encoder: the script is only ever run on CUDA when a device is lent, so a break
+in it would otherwise show up first in that scarce time. Real mirror data (wiki
+sentences, WikiText articles, STS dev) as on the device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "training_throughput.py"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, mirror_dir):
+    folder = tmp_path_factory.mktemp("throughput")
+    output, traces = folder / "result.json", folder / "traces"
+    command = [sys.executable, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny",
+               "--methods", "simcse,declutr", "--steps", "1", "--warmup", "1", "--no-peer", "--no-eval-cost",
+               "--profile", "2", "--trace-dir", str(traces), "--mirror", str(mirror_dir), "--output", str(output)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(output.read_text(encoding="utf-8")), traces, done.stdout
+
+
+def test_every_requested_method_trains_and_is_measured(smoke_run):
+    report, _, _ = smoke_run
+    rows = {row["method"]: row for row in report["rows"]}
+    assert set(rows) == {"simcse", "declutr"}
+    for row in rows.values():
+        assert "error" not in row, row
+        assert row["examples_per_second"] > 0 and row["step_ms"] > 0
+        assert 0 < row["padding_share"] < 1  # real batches: some padding, not all
+    assert rows["declutr"]["encoder_passes_per_step"] > 1  # length buckets: several passes a step
+    assert rows["simcse"]["encoder_passes_per_step"] == 1  # both views in one doubled batch
+
+
+def test_the_profile_records_whole_training_steps(smoke_run):
+    report, traces, stdout = smoke_run
+    profiles = {profile["method"]: profile for profile in report["profiles"]}
+    assert set(profiles) == {"simcse", "declutr"}
+    for name, profile in profiles.items():
+        assert "error" not in profile, profile
+        assert profile["steps_recorded"] == 2
+        ops = profile["top_host_ops"]
+        assert any(op["op"] in ("aten::mm", "aten::addmm", "aten::bmm") for op in ops)  # the encoder's matmuls
+        # per step: the ops' own times cannot add up to more than the step they ran in
+        assert sum(op["self_ms_per_step"] for op in ops) <= profile["step_ms_profiled"] * 1.02
+        assert profile["host_reads_per_step"] >= 0
+        assert "device_ms_per_step" not in profile  # no device figures are made up on CPU
+        trace = traces / f"{name}_tiny_cpu.json"
+        assert trace.is_file() and json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]
+    # the step that trains on length buckets of up to 512 tokens costs more than 64 short sentences
+    assert profiles["declutr"]["step_ms_profiled"] > profiles["simcse"]["step_ms_profiled"]
+    assert "step ms (profiled)" in stdout  # the table a person reads

@@ -222,9 +222,15 @@ def load_dense_head(path: str | Path) -> torch.nn.Sequential | None:
     return torch.nn.Sequential(*layers) if layers else None
 
 
-def pad_batch(token_ids: Sequence[Sequence[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad a batch to its longest member: ``input_ids`` and ``attention_mask``."""
+def pad_batch(token_ids: Sequence[Sequence[int]], pad_token_id: int, length: int | None = None
+              ) -> dict[str, torch.Tensor]:
+    """Right-pad a batch to its longest member, or to ``length`` (one shape for every
+    batch): ``input_ids`` and ``attention_mask``."""
     longest = max(len(ids) for ids in token_ids)
+    if length is not None:
+        if longest > length:
+            raise ValueError(f"a sequence of {longest} tokens does not fit the padded length {length}")
+        longest = length
     input_ids = torch.full((len(token_ids), longest), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((len(token_ids), longest), dtype=torch.long)
     for row, ids in enumerate(token_ids):

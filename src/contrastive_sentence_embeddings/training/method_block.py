@@ -76,6 +76,10 @@ class MethodBlock:
                 f"{name}.training.num_processes must be 1 for {config.kind}: the {method.family} family trains a "
                 "small network on cached embeddings and is not fanned out over processes",
                 key=f"{name}.training.num_processes")
+        if training.static_shapes and method.family != "sentences":
+            raise ParameterError(
+                f"{name}.training.static_shapes pads sentence batches to max_length; {config.kind} builds its own "
+                f"batches ({method.family}): leave it false", key=f"{name}.training.static_shapes")
         return cls(config, method, training, sources)
 
     @property

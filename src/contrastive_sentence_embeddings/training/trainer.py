@@ -40,6 +40,7 @@ only once the model is saved, so the model data set removes it then
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -81,6 +82,8 @@ _STAGING_PREFIX = ".staging-step-"
 _CLAIMED: dict[Path, HeldLocks] = {}
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that replay CUDA graphs
 # What to do when a checkpoint does not fit on its disk (scratch.explained_no_space).
 CHECKPOINT_SPACE_REMEDY = ("Free space there, or set the method's training.checkpoint_dir to a folder on a larger "
                            "disk (null: no checkpoints, and no resume).")
@@ -126,7 +129,17 @@ class TrainingConfig:
     pin_memory: bool | None = field(default=None, metadata=flag(null=True))  # null: on CUDA (async host-to-GPU copies)
     loader_workers: int = field(default=0, metadata=integer(0))  # processes building batches beside the loop
     tf32: bool = field(default=True, metadata=flag())  # CUDA: float32 matmuls (outside autocast) on TF32 units
-    compile: bool = field(default=False, metadata=flag())  # torch.compile the encoder's forward (dynamic shapes)
+    compile: bool = field(default=False, metadata=flag())  # torch.compile the encoder's training forward
+    # torch.compile's mode: "reduce-overhead" (and "max-autotune") replay the encoder's
+    # forward and backward as CUDA graphs (one launch instead of ~1,500 kernel launches a
+    # step: the host, not the GPU, bounds a paper-size step at batch 64, docs/gpu.md). CUDA
+    # graphs need one input shape: static_shapes, and no gradient caching.
+    compile_mode: str = "default"
+    # Pad every sentence batch to max_length instead of its longest member: one input shape
+    # for the whole run (torch.compile compiles once; CUDA graphs need it). The loss and
+    # gradients are those of the dynamic padding (padding is masked out); more tokens to
+    # compute. Sentence batches only (the methods that build their own batches refuse it).
+    static_shapes: bool = field(default=False, metadata=flag())
     # Gradient caching (training/gradient_cache.py): each process's batch runs in mini-batches
     # of this many examples, its loss and gradient still those of the whole batch; memory is
     # one mini-batch's, compute one more forward pass. Must divide batch_size; null: off.
@@ -149,6 +162,18 @@ class TrainingConfig:
         check_num_processes(config.num_processes)
         if config.mini_batch_size is not None:
             chunk_count(config.batch_size, config.mini_batch_size)
+        if config.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"unknown compile_mode {config.compile_mode!r}; choose one of {', '.join(COMPILE_MODES)}")
+        if config.compile_mode != "default" and not config.compile:
+            raise ValueError(f"compile_mode {config.compile_mode!r} is read only with compile: true")
+        if config.compile and config.compile_mode in CUDA_GRAPH_MODES:
+            if not config.static_shapes:
+                raise ValueError(f"compile_mode {config.compile_mode!r} replays CUDA graphs, which need one input "
+                                 "shape: set static_shapes: true")
+            if config.mini_batch_size is not None:
+                raise ValueError(f"compile_mode {config.compile_mode!r} (CUDA graphs) with mini_batch_size: "
+                                 "gradient caching runs the encoder several times a step and keeps the earlier "
+                                 "runs' outputs, which a graph replay overwrites; use compile_mode: default")
         return config
 
 
@@ -294,7 +319,8 @@ def data_digest(examples: Sequence) -> str:
 
 # Settings that change how fast a run goes, not what it computes (up to float rounding):
 # a checkpoint resumes under other values of them.
-SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile")
+SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile", "compile_mode",
+                  "static_shapes")
 
 
 def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
@@ -627,6 +653,18 @@ def release_checkpoints(checkpoint_dir: str | Path | None) -> list[Path]:
 
 
 # --- the loop ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def uncompiled(module: torch.nn.Module):
+    """``module`` with its class's own forward for the duration (the compiled one that
+    ``training.compile`` set on the instance is put back after)."""
+    compiled = module.__dict__.pop("forward", None)
+    try:
+        yield module
+    finally:
+        if compiled is not None:
+            module.forward = compiled
+
+
 def train(
     model: ContrastiveModel,
     tokenizer,
@@ -687,8 +725,13 @@ def train(
         logger.info("%d examples do not fill the last batch of each epoch and are left out of it "
                     "(the order is reshuffled every epoch)", dropped)
     if collate is None:
-        def collate(rows):  # noqa: E306 - the default: dynamic padding of token ids
-            return pad_batch(rows, tokenizer.pad_token_id)
+        pad_to = config.max_length if config.static_shapes else None
+
+        def collate(rows):  # the default: padding of token ids to the batch's longest, or to max_length
+            return pad_batch(rows, tokenizer.pad_token_id, length=pad_to)
+    elif config.static_shapes:
+        raise ValueError("training.static_shapes pads sentence batches to max_length, but this method builds its "
+                         "own batches (its collate); turn it off for this method")
 
     generator = torch.Generator().manual_seed(config.seed)
     on_cuda = accelerator.device.type == "cuda"
@@ -710,8 +753,13 @@ def train(
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
     if config.compile:  # the forward only: the module, its weights and their names stay as they are
-        core.encoder.forward = torch.compile(core.encoder.forward, dynamic=True)
-        core.uniform_dropout = False  # the compiled graph keeps torch's dropout (a function mode was not tried in it)
+        core.encoder.forward = torch.compile(core.encoder.forward, dynamic=not config.static_shapes,
+                                             mode=None if config.compile_mode == "default" else config.compile_mode)
+        # One whole graph: no CPU packing of real tokens (its row counts depend on the
+        # data) and torch's dropout (a function mode was not tried inside a graph).
+        cpu_shortcuts = {name: getattr(core, name, None) for name in ("uniform_dropout", "real_tokens_only")}
+        core.uniform_dropout = core.real_tokens_only = False
+    cuda_graphs = config.compile and config.compile_mode in CUDA_GRAPH_MODES
     gradient_cache = None
     if config.mini_batch_size is not None:
         gradient_cache = GradientCache(core, config.batch_size, config.mini_batch_size, autocast=accelerator.autocast,
@@ -755,7 +803,10 @@ def train(
         nonlocal best_state
         if dev_scorer is None or not accelerator.is_main_process:
             return
-        scores = dev_scorer(core.sentence_encoder(tokenizer, accelerator.device).encode)
+        # The dev sets run through the encoder's own forward: their batches have other
+        # shapes, which a compiled forward would compile again (once per shape when static).
+        with uncompiled(core.encoder):
+            scores = dev_scorer(core.sentence_encoder(tokenizer, accelerator.device).encode)
         row = {"step": state["step"], **{f"dev/{k}": v for k, v in scores.items()}}
         state["curve"].append(row)
         if config.select_by not in scores:
@@ -837,6 +888,8 @@ def train(
         generator.manual_seed(config.seed + epoch)  # the same order on resume
         batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
         for batch in batches:
+            if cuda_graphs:  # a new iteration: the graphs' outputs of the last one may be overwritten
+                torch.compiler.cudagraph_mark_step_begin()
             # A loss over embeddings gathered from every process is the global-batch loss
             # on each of them, but each backpropagates only through its own slice; DDP
             # then averages, so the loss is scaled by the number of processes to give
@@ -887,8 +940,10 @@ def train(
             if state["step"] >= steps:
                 break
     progress.close()
-    if config.compile:
-        del core.encoder.forward  # the class's own forward again, for whoever uses the encoder next
+    if config.compile:  # the class's own forward and the CPU shortcuts again, for whoever uses the model next
+        del core.encoder.forward
+        for name, value in cpu_shortcuts.items():
+            setattr(core, name, value)
     seconds = time.perf_counter() - started
     # The last checkpoint stays until the model is saved (release_checkpoints): a crash
     # before that would otherwise lose the whole run.

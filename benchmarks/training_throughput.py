@@ -294,7 +294,7 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
 
 
 def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device,
-               settings: dict | None = None, tweak=None, around_training=contextlib.nullcontext) -> dict:
+               settings: dict | None = None, around_training=contextlib.nullcontext) -> dict:
     """Train ``name`` for warm-up + timed steps and measure it (see the module docstring).
     ``around_training``: a context manager factory the training runs inside (the
     profiler of ``--profile``)."""
@@ -316,8 +316,6 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     model = block.method.build_model(encoder, tokenizer, check_pooling(block.pooling), str(folder), seed=42,
                                      **({"encoder_name": str(folder), "device": str(device)}
                                         if block.family == "pairs" else {}))
-    if tweak is not None:
-        model = tweak(model) or model
     batch = block.training.batch_size
     needed = batch * (steps + 1)
     examples, collate = training_examples(name, block, tokenizer, model, inputs, needed)
@@ -516,8 +514,11 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
     kernels = sorted((e for e in averages if e.device_type == DeviceType.CUDA and not e.is_user_annotation),
                      key=lambda e: e.self_device_time_total, reverse=True)
     step_ms = sum(e.cpu_time_total for e in steps) / recorded / 1000
+    # The loader's next batch (with no loader workers: the collate, in the loop's process)
+    batch_us = sum(e.cpu_time_total for e in averages if e.key.startswith("enumerate(DataLoader)"))
     report = {
         "method": name, "encoder_config": shape, "steps_recorded": recorded, "step_ms_profiled": round(step_ms, 2),
+        "batch_ms_per_step": per_step_ms(batch_us),
         "host_reads_per_step": count(HOST_READS),
         "top_host_ops": [{"op": e.key, "self_ms_per_step": per_step_ms(e.self_cpu_time_total),
                           "calls_per_step": round(e.count / recorded, 1)} for e in host_ops[:12]],
@@ -541,21 +542,26 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
 def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[dict]:
     """SimCSE with each speed setting turned off (or on, where off is the default), one
     at a time against the default."""
-    variants: list[tuple[str, dict, object, dict]] = [
-        ("default", {}, None, {}),
-        ("fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, None, {}),
-        ("fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, None, {}),
-        ("eager attention (no SDPA)", {}, None, {"attention": "eager"}),
-        ("AdamW not fused", {"fused_optimizer": False}, None, {}),
-        ("no pinned memory", {"pin_memory": False}, None, {}),
-        ("2 loader workers", {"loader_workers": 2}, None, {}),
-        ("loss read back every step", {}, None, {"host_sync": True}),
-        ("torch.compile (training.compile)", {"compile": True}, None, {}),
+    variants: list[tuple[str, dict, dict]] = [
+        ("default", {}, {}),
+        ("fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, {}),
+        ("fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, {}),
+        ("eager attention (no SDPA)", {}, {"attention": "eager"}),
+        ("AdamW not fused", {"fused_optimizer": False}, {}),
+        ("no pinned memory", {"pin_memory": False}, {}),
+        ("2 loader workers", {"loader_workers": 2}, {}),
+        ("loss read back every step", {}, {"host_sync": True}),
+        ("torch.compile (training.compile)", {"compile": True}, {}),
+        ("static shapes (every batch padded to max_length)", {"static_shapes": True}, {}),
+        ("torch.compile, static shapes", {"compile": True, "static_shapes": True}, {}),
+        ("torch.compile reduce-overhead (CUDA graphs), static shapes",
+         {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
     ]
     if device.type != "cuda":
-        variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]]
+        variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]
+                    and "CUDA graphs" not in v[0]]
     rows = []
-    for label, settings, tweak, extra in variants:
+    for label, settings, extra in variants:
         if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
             rows.append(variant_in_subprocess(label, shape, args, settings))
             print(f"  {label}: {rows[-1].get('examples_per_second', rows[-1].get('error'))} examples/s", flush=True)
@@ -563,10 +569,8 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[
         local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
                                       "eval_cost": False})
         trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
-        tweak_fn = None
         try:
-            row = run_method("simcse", shape, local, inputs, tokenizer, folders, device,
-                             settings=settings, tweak=tweak_fn)
+            row = run_method("simcse", shape, local, inputs, tokenizer, folders, device, settings=settings)
             row["variant"] = label
         except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
             logger.exception("ablation variant %s failed", label)
@@ -657,6 +661,7 @@ MAIN_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("batch", "
                 ("MFU", "mfu"), ("HFU", "hfu"), ("peak GiB", "peak_memory_gib"),
                 ("dev eval s", "dev_eval_seconds"), ("eval share /125 steps", "dev_eval_share_of_125_steps")]
 PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step ms (profiled)", "step_ms_profiled"),
+                   ("batch ms", "batch_ms_per_step"),
                    ("device ms", "device_ms_per_step"), ("device busy", "device_busy_share"),
                    ("kernel launches", "kernel_launches_per_step"), ("device waits", "device_waits_per_step"),
                    ("host reads", "host_reads_per_step"), ("error", "error")]

@@ -53,6 +53,7 @@ def test_the_profile_records_whole_training_steps(smoke_run):
         # per step: the ops' own times cannot add up to more than the step they ran in
         assert sum(op["self_ms_per_step"] for op in ops) <= profile["step_ms_profiled"] * 1.02
         assert profile["host_reads_per_step"] >= 0
+        assert 0 < profile["batch_ms_per_step"] < profile["step_ms_profiled"]  # the collate, inside the step
         assert "device_ms_per_step" not in profile  # no device figures are made up on CPU
         trace = traces / f"{name}_tiny_cpu.json"
         assert trace.is_file() and json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]

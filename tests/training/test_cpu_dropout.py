@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.cpu_dropout import (
     DRAW_LEVELS,
+    UNIFORM_ATTENTION_MAX_KEYS,
     attention_with_dropout,
     dropout_from_uniform_draws,
     keep_mask,
@@ -89,14 +90,21 @@ def sdpa_causal(x):
     return F.scaled_dot_product_attention(x, x, x, dropout_p=0.3, is_causal=True)
 
 
+def sdpa_over_many_keys(x):
+    keys = torch.randn(2, 3, UNIFORM_ATTENTION_MAX_KEYS + 1, 4)
+    return F.scaled_dot_product_attention(x, keys, keys, dropout_p=0.3)
+
+
 @pytest.mark.parametrize("call", [
     lambda x: F.dropout(x, 0.3, training=False),
     lambda x: F.dropout(x, 0.0, training=True),
     lambda x: F.dropout(x.clone(), 0.3, training=True, inplace=True),
     lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.0),
     sdpa_causal,
+    sdpa_over_many_keys,
     lambda x: F.gelu(x),
-], ids=["eval", "rate-0", "in-place", "attention-without-dropout", "causal-attention", "other-function"])
+], ids=["eval", "rate-0", "in-place", "attention-without-dropout", "causal-attention", "long-attention",
+        "other-function"])
 def test_calls_it_does_not_cover_run_as_torch_runs_them(call):
     inputs = torch.randn(2, 3, 6, 4)
     torch.manual_seed(5)

@@ -21,9 +21,13 @@ The attention probabilities' dropout happens inside ``scaled_dot_product_attenti
 C++ code, out of reach of a Python function; with dropout on, SDPA runs its math path
 on CPU, and :func:`attention_with_dropout` computes that same path (scores scaled,
 the mask added, softmax, dropout, the product with the values; rows every key of
-which is masked give zeros, as SDPA's do) with the mask above. Calls this does not
-cover (causal or grouped-query attention, in-place dropout, a rate of 0 or 1, tensors
-off the CPU) go to torch's own function.
+which is masked give zeros, as SDPA's do) with the mask above, for attention over at
+most ``UNIFORM_ATTENTION_MAX_KEYS`` keys. Longer attention (DeCLUTR's spans of up to 512
+tokens) stays with torch's SDPA: there the score matrices' own passes outweigh the
+cheaper draws, and the Python-level math path was ~10% slower per forward and backward
+(``benchmarks/cpu_attention_dropout.py``). Calls this does not cover (causal or
+grouped-query attention, in-place dropout, a rate of 0 or 1, tensors off the CPU,
+longer attention) go to torch's own function.
 
 The block works as a ``torch.overrides.TorchFunctionMode`` around the encoder's forward
 pass: transformers' modules are left as they are (their ``nn.Dropout`` and their SDPA
@@ -44,6 +48,9 @@ from torch.overrides import TorchFunctionMode
 
 
 DRAW_LEVELS = 2**31  # int32 random_() draws uniformly from [0, 2^31)
+# Attention over more keys than this runs torch's SDPA (the crossover measured by
+# benchmarks/cpu_attention_dropout.py on the 2-core machine lies between 256 and 340 keys).
+UNIFORM_ATTENTION_MAX_KEYS = 256
 
 
 def keep_mask(shape: torch.Size, p: float, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -119,7 +126,8 @@ class _UniformDropoutMode(TorchFunctionMode):
                                            "enable_gqa": False}, args, kwargs)
             if (call is not None and 0.0 < call["dropout_p"] < 1.0 and not call["is_causal"] and not call["enable_gqa"]
                     and call["query"].device.type == "cpu" and call["query"].dim() == 4
-                    and call["query"].shape[:2] == call["key"].shape[:2] == call["value"].shape[:2]):
+                    and call["query"].shape[:2] == call["key"].shape[:2] == call["value"].shape[:2]
+                    and call["key"].shape[-2] <= UNIFORM_ATTENTION_MAX_KEYS):
                 return attention_with_dropout(call["query"], call["key"], call["value"], call["attn_mask"],
                                               float(call["dropout_p"]), call["scale"])
         return func(*args, **kwargs)

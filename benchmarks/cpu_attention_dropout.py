@@ -32,7 +32,7 @@ from contrastive_sentence_embeddings.training.cpu_dropout import UNIFORM_ATTENTI
 
 RESULTS = Path(__file__).parent / "results" / "cpu_attention_dropout.json"
 # (sequences, length): about 4,096 padded tokens each, as the methods' batches and buckets are
-SHAPES = [(128, 32), (32, 128), (16, 256), (12, 340), (8, 512)]
+SHAPES = [(128, 32), (64, 64), (32, 128), (20, 192), (16, 256), (12, 340), (8, 512)]
 
 
 def timed(attention, query, key, value, mask) -> float:

@@ -24,8 +24,8 @@ the mask added, softmax, dropout, the product with the values; rows every key of
 which is masked give zeros, as SDPA's do) with the mask above, for attention over at
 most ``UNIFORM_ATTENTION_MAX_KEYS`` keys. Longer attention (DeCLUTR's spans of up to 512
 tokens) stays with torch's SDPA: there the score matrices' own passes outweigh the
-cheaper draws, and the Python-level math path was 11-14% slower per forward and
-backward from 192 keys (``benchmarks/cpu_attention_dropout.py``). Calls this does not cover (causal or
+cheaper draws, and the Python-level math path is slower per forward and backward
+from 192 keys on (``benchmarks/cpu_attention_dropout.py``; docs/results.md). Calls this does not cover (causal or
 grouped-query attention, in-place dropout, a rate of 0 or 1, tensors off the CPU,
 longer attention) go to torch's own function.
 
@@ -49,8 +49,8 @@ from torch.overrides import TorchFunctionMode
 
 DRAW_LEVELS = 2**31  # int32 random_() draws uniformly from [0, 2^31)
 # Attention over more keys than this runs torch's SDPA (the crossover measured by
-# benchmarks/cpu_attention_dropout.py on the 2-core machine lies between 128 and 192 keys:
-# 1.15-1.22x faster up to 128, 0.86-0.89x from 192).
+# benchmarks/cpu_attention_dropout.py on the 2-core machine lies between 128 and 192 keys;
+# docs/results.md has the table).
 UNIFORM_ATTENTION_MAX_KEYS = 128
 
 

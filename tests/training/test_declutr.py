@@ -280,3 +280,35 @@ def test_memory_mapped_documents_give_the_same_batches_as_token_lists(documents,
                 assert len(a[kind]) == len(b[kind])
                 for x, y in zip(a[kind], b[kind]):
                     assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def test_mlm_loss_reads_nothing_back_from_the_device(documents, span_table, tokenizer, tiny_bert, tiny_bert_dir):
+    """The MLM term gathers the masked tokens by the positions the collate function
+    found on the host: the step makes no host read of its own (on a GPU each would be
+    a wait for the device at every anchor bucket), and the loss is the cross-entropy
+    over exactly the labelled positions, as boolean indexing would select them."""
+    from contrastive_sentence_embeddings.training.host_reads import HostReads
+
+    encoder = copy.deepcopy(tiny_bert)
+    method = build_method("declutr")
+    model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder),
+                             real_tokens_only=False, uniform_dropout=False).eval()
+    batch = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=200)(
+        documents["doc_id"].tolist()[:4])
+    assert len(batch["anchors"]) > 1  # several anchor buckets, each read after its pass
+    for bucket in batch["anchors"]:
+        labels = bucket["mlm_labels"].flatten()
+        assert bucket["mlm_positions"].tolist() == [i for i, label in enumerate(labels.tolist()) if label != IGNORE_INDEX]
+    with torch.no_grad(), HostReads() as reads:
+        logs = model(**batch)
+    ours = [row for row in reads.table() if row["site"].startswith("contrastive_sentence_embeddings/")]
+    assert ours == []
+    with torch.no_grad():  # by hand: every anchor bucket's states at its labelled positions
+        total, count = 0.0, 0
+        for bucket in batch["anchors"]:
+            states = model.encoder(input_ids=bucket["input_ids"], attention_mask=bucket["attention_mask"]).last_hidden_state
+            chosen = bucket["mlm_labels"] != IGNORE_INDEX
+            logits = model.heads["mlm"](states[chosen]).double()
+            total += float(torch.nn.functional.cross_entropy(logits, bucket["mlm_labels"][chosen], reduction="sum"))
+            count += int(chosen.sum())
+    assert count > 0 and float(logs["mlm"]) == pytest.approx(total / count, rel=1e-5)

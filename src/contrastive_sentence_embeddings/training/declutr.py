@@ -9,8 +9,9 @@ into length buckets, each padded to its own longest member, so that a batch of 3
 512-token spans does not pay for padding every span to 512:
 
 * ``anchors``: buckets of the N*A anchors (``input_ids`` masked for MLM when MLM is
-  on, ``attention_mask``, ``mlm_labels`` with -100 on unmasked positions, ``rows``:
-  each sequence's place in document order);
+  on, ``attention_mask``, ``mlm_labels`` with -100 on unmasked positions,
+  ``mlm_positions``: the masked positions' flat indices into the bucket's
+  ``rows x width`` tokens, ``rows``: each sequence's place in document order);
 * ``positives``: buckets of the N*A*P positives, in the same style (no masking);
   after un-bucketing, rows ``[i*P, (i+1)*P)`` are the positives of anchor ``i``.
 
@@ -103,6 +104,15 @@ def mask_tokens(
     masked[replace_by_random] = random_ids[replace_by_random]
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     return masked, labels
+
+
+def masked_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The flat indices (into ``labels.flatten()``) of the positions that carry an MLM
+    label. Found here, on the host, while the batch is built: the loss then gathers
+    the masked tokens' states by index on the device, where finding them itself
+    (boolean indexing, ``nonzero``) would make the host wait for the device at every
+    anchor bucket."""
+    return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
 
 
 def length_buckets(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -220,6 +230,7 @@ class DeclutrCollate:
                     labels.append(lab)
                 bucket["input_ids"] = torch.cat(masked)
                 bucket["mlm_labels"] = torch.cat(labels)
+                bucket["mlm_positions"] = masked_positions(bucket["mlm_labels"])
             buckets.append(bucket)
         return buckets
 

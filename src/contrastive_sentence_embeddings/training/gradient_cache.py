@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from contrastive_sentence_embeddings.training.declutr import masked_positions
 from contrastive_sentence_embeddings.training.objective import Encoded, process_divisor, total_loss
 
 Batch = Mapping[str, object]
@@ -105,12 +106,16 @@ def _bucket_rows(buckets: Sequence[Mapping], begin: int, end: int) -> list[dict]
         chosen = (bucket["rows"] >= begin) & (bucket["rows"] < end)
         if not bool(chosen.any()):
             continue
-        piece = {name: value[chosen] for name, value in bucket.items()}
+        # Every per-row tensor is cut; the masked positions index the whole bucket's
+        # tokens, so they are found again in the piece.
+        piece = {name: value[chosen] for name, value in bucket.items() if name != "mlm_positions"}
         piece["rows"] = piece["rows"] - begin
         columns = _trimmed(piece["attention_mask"])
         for name in ("input_ids", "attention_mask", "mlm_labels"):
             if name in piece:
                 piece[name] = piece[name][:, columns]
+        if "mlm_positions" in bucket:
+            piece["mlm_positions"] = masked_positions(piece["mlm_labels"])
         kept.append(piece)
     return kept
 

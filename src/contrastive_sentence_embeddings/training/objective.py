@@ -40,7 +40,7 @@ from torch import nn
 
 from contrastive_sentence_embeddings.config import ParameterError, integer, number, parse_strict
 from contrastive_sentence_embeddings.training import losses
-from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, unbucket
+from contrastive_sentence_embeddings.training.declutr import masked_positions, unbucket
 from contrastive_sentence_embeddings.training.distributed import gather_with_grad, world_size
 from contrastive_sentence_embeddings.training.dropout import dropout_off, dropout_rate
 from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
@@ -388,19 +388,27 @@ class MLM(Term):
 class _MaskedTokens:
     """The running sum of the MLM cross-entropy over the masked anchor tokens, added
     bucket by bucket right after each anchor pass (the head only on the masked
-    positions: no logits for the rest)."""
+    positions: no logits for the rest). The positions come with the bucket
+    (``mlm_positions``, found by the collate function on the host), so neither the
+    gathering nor the count makes the host wait for the device; a bucket without
+    them (built by other code) has them found here, at one such wait."""
 
     total: torch.Tensor
     count: int = 0
 
     def __call__(self, model: nn.Module, outputs, bucket: Mapping) -> None:
         labels = bucket.get("mlm_labels")
-        if labels is not None and "mlm" in model.heads:
-            chosen = labels != IGNORE_INDEX
-            if chosen.any():
-                logits = model.heads["mlm"](outputs.last_hidden_state[chosen])
-                self.total = self.total + F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
-                self.count += int(chosen.sum())
+        if labels is None or "mlm" not in model.heads:
+            return
+        positions = bucket.get("mlm_positions")
+        if positions is None:
+            positions = masked_positions(labels)
+        if positions.numel():  # a shape: known on the host
+            states = outputs.last_hidden_state.flatten(0, 1).index_select(0, positions)
+            targets = labels.flatten().index_select(0, positions)
+            logits = model.heads["mlm"](states)
+            self.total = self.total + F.cross_entropy(logits.float(), targets, reduction="sum")
+            self.count += positions.numel()
 
 
 TERMS: dict[str, type[Term]] = {cls.name: cls for cls in

@@ -20,6 +20,10 @@ sentence twice), MFU and peak memory, and the cost of one dev evaluation (STS-B 
 of 125 steps. sentence-transformers' ``MultipleNegativesRankingLoss`` trainer runs
 as the peer in the same process, on the same encoder, sentences, batch, length and
 precision. ``--ablation`` measures each speed setting on and off for SimCSE.
+``--profile N`` adds where a step goes (torch.profiler) and the host reads of one
+step with the line behind each (on a GPU, each read is a wait for the device).
+``--no-cpu-shortcuts`` trains on CPU the way a GPU does (no packing of real tokens,
+torch's dropout masks): a rehearsal of the device's path.
 
 **MFU** (model FLOPs utilisation) = model FLOPs per second / the device's stated
 dense bf16 peak (``PEAK_BF16``: NVIDIA's datasheets, without sparsity). Model
@@ -62,6 +66,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, install
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
 
@@ -316,6 +321,8 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     model = block.method.build_model(encoder, tokenizer, check_pooling(block.pooling), str(folder), seed=42,
                                      **({"encoder_name": str(folder), "device": str(device)}
                                         if block.family == "pairs" else {}))
+    if not args.cpu_shortcuts and hasattr(model, "real_tokens_only"):
+        model.real_tokens_only = model.uniform_dropout = False  # a GPU's path: all tokens, torch's dropout masks
     batch = block.training.batch_size
     needed = batch * (steps + 1)
     examples, collate = training_examples(name, block, tokenizer, model, inputs, needed)
@@ -351,6 +358,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
         "peak_memory_gib": result.extra["peak_memory_gib"], "peak_memory_measure": result.extra["peak_memory_measure"],
         "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2), "wall_seconds": round(wall, 1),
         "settings": settings or {}, "attention": args.attention or "default (sdpa)", "device": device_name,
+        **({} if args.cpu_shortcuts else {"cpu_shortcuts": False}),
     }
     if args.eval_cost and block.family == "sentences" and not settings:
         row.update(dev_evaluation_cost(model, tokenizer, inputs, device, step_seconds))
@@ -477,7 +485,12 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
     profiler steps with the optimiser (a global step hook), so a recorded step is one
     whole training step: collate, forward, backward, clipping, update. Profiling adds
     host overhead of its own, so its step times are for the shares, not for the
-    throughput (the rows above are)."""
+    throughput (the rows above are).
+
+    The profiler's own warm-up step (traced, then discarded) also runs under
+    :class:`HostReads`, which names the line behind each host read (on a GPU, a wait
+    for the device): ``host_read_sites``. Not under torch.compile (a dispatch mode
+    would change what is compiled)."""
     from torch.autograd import DeviceType
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -488,14 +501,30 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
     profiler = profile(activities=activities, schedule=schedule(wait=args.warmup, warmup=1, active=recorded, repeat=1))
     local = argparse.Namespace(**{**vars(args), "steps": 1 + recorded, "eval_cost": False})
 
+    reads = HostReads(depth=3)
+    count_reads = not args.training_settings.get("compile")
+    steps_done, counting = [0], [False]
+
+    def after_step(*_) -> None:
+        if counting[0]:
+            reads.__exit__(None, None, None)
+            counting[0] = False
+        steps_done[0] += 1
+        if count_reads and steps_done[0] == args.warmup:  # the profiler's warm-up step comes next
+            reads.__enter__()
+            counting[0] = True
+        profiler.step()
+
     @contextlib.contextmanager
     def profiled():
-        hook = register_optimizer_step_post_hook(lambda *_: profiler.step())
+        hook = register_optimizer_step_post_hook(after_step)
         try:
             with profiler:
                 yield
         finally:
             hook.remove()
+            if counting[0]:
+                reads.__exit__(None, None, None)
 
     run_method(name, shape, local, inputs, tokenizer, folders, device, around_training=profiled)
     steps = [event for event in profiler.events() if event.name.startswith("ProfilerStep")]
@@ -520,6 +549,8 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
         "method": name, "encoder_config": shape, "steps_recorded": recorded, "step_ms_profiled": round(step_ms, 2),
         "batch_ms_per_step": per_step_ms(batch_us),
         "host_reads_per_step": count(HOST_READS),
+        "host_reads_outside_batching": reads.total if count_reads else None,
+        "host_read_sites": reads.table()[:12] if count_reads else "not counted under torch.compile",
         "top_host_ops": [{"op": e.key, "self_ms_per_step": per_step_ms(e.self_cpu_time_total),
                           "calls_per_step": round(e.count / recorded, 1)} for e in host_ops[:12]],
     }
@@ -592,6 +623,8 @@ def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:
                    *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()]]
         if args.mirror:
             command += ["--mirror", args.mirror]
+        if not args.cpu_shortcuts:
+            command += ["--no-cpu-shortcuts"]
         if args.tokenizer:
             command += ["--tokenizer", args.tokenizer]
         done = subprocess.run(command, capture_output=True, text=True)
@@ -664,7 +697,8 @@ PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step m
                    ("batch ms", "batch_ms_per_step"),
                    ("device ms", "device_ms_per_step"), ("device busy", "device_busy_share"),
                    ("kernel launches", "kernel_launches_per_step"), ("device waits", "device_waits_per_step"),
-                   ("host reads", "host_reads_per_step"), ("error", "error")]
+                   ("scalar/size reads", "host_reads_per_step"), ("host reads (model)", "host_reads_outside_batching"),
+                   ("error", "error")]
 
 
 def main() -> None:
@@ -685,6 +719,8 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="also profile this many steps of every method (torch.profiler): where a step goes")
     parser.add_argument("--trace-dir", default=None, help="with --profile: write each method's Chrome trace here")
+    parser.add_argument("--no-cpu-shortcuts", dest="cpu_shortcuts", action="store_false",
+                        help="on CPU, train as on a GPU: no packing of real tokens, torch's dropout masks")
     parser.add_argument("--mirror", default=None)
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument("--output", default=None, help="default: benchmarks/results/training_throughput_<device>.json")
@@ -723,7 +759,7 @@ def main() -> None:
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "training_settings": args.training_settings, "rows": [], "peer": [], "ablation": [], "scaling": [],
+        "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts, "rows": [], "peer": [], "ablation": [], "scaling": [],
         "profiles": [],
     }
     for package in ("transformers", "accelerate", "sentence_transformers"):
@@ -814,6 +850,10 @@ def main() -> None:
             if profile.get("top_kernels"):
                 print("  device " + ", ".join(f"{k['kernel'][:60]} {k['ms_per_step']} ms"
                                             for k in profile["top_kernels"][:5]))
+            if isinstance(profile.get("host_read_sites"), list):
+                print("  host reads of one step: " + ("none" if not profile["host_read_sites"] else "; ".join(
+                    f"{r['count']:g} x {r['kind']} ({r['op']}) at {r['site'].split(' <- ')[0]}"
+                    for r in profile["host_read_sites"][:5])))
     if "simcse_over_peer" in report:
         print(f"\nSimCSE / sentence-transformers MNRL examples/s: {report['simcse_over_peer']}x")
     print(f"\nwritten: {output}")

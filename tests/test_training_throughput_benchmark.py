@@ -1,7 +1,8 @@
 """``benchmarks/training_throughput.py`` as the GPU machine runs it, in its CPU mode with a
-tiny encoder: the script is only ever run on CUDA when a device is lent, so a break
-in it would otherwise show up first in that scarce time. Real mirror data (wiki
-sentences, WikiText articles, STS dev) as on the device."""
+tiny encoder and the GPU's path through the model (``--no-cpu-shortcuts``: no
+real-token packing, torch's dropout masks): the script is only ever run on CUDA when
+a device is lent, so a break in it would otherwise show up first in that scarce
+time. Real mirror data (wiki sentences, WikiText articles, STS dev) as on the device."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def smoke_run(tmp_path_factory, mirror_dir):
     output, traces = folder / "result.json", folder / "traces"
     command = [sys.executable, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny",
                "--methods", "simcse,declutr", "--steps", "1", "--warmup", "1", "--no-peer", "--no-eval-cost",
-               "--profile", "2", "--trace-dir", str(traces), "--mirror", str(mirror_dir), "--output", str(output)]
+               "--profile", "2", "--trace-dir", str(traces), "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--output", str(output)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -33,8 +34,10 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
     report, _, _ = smoke_run
     rows = {row["method"]: row for row in report["rows"]}
     assert set(rows) == {"simcse", "declutr"}
+    assert report["cpu_shortcuts"] is False
     for row in rows.values():
         assert "error" not in row, row
+        assert row["cpu_shortcuts"] is False
         assert row["examples_per_second"] > 0 and row["step_ms"] > 0
         assert 0 < row["padding_share"] < 1  # real batches: some padding, not all
     assert rows["declutr"]["encoder_passes_per_step"] > 1  # length buckets: several passes a step
@@ -57,6 +60,18 @@ def test_the_profile_records_whole_training_steps(smoke_run):
         assert "device_ms_per_step" not in profile  # no device figures are made up on CPU
         trace = traces / f"{name}_tiny_cpu.json"
         assert trace.is_file() and json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]
+    # One step's host reads (each a wait for the device on a GPU), with the line behind
+    # each: on the GPU's path none is ours (DeCLUTR's MLM gathers by the positions its
+    # batch brings); transformers' padding-mask check reads once per encoder pass.
+    for name, profile in profiles.items():
+        sites = profile["host_read_sites"]
+        assert all(row["count"] > 0 and row["kind"] in ("scalar", "size", "boolean index", "copy to host")
+                   for row in sites), sites
+        assert profile["host_reads_outside_batching"] == sum(row["count"] for row in sites)
+        assert not [row for row in sites if row["site"].startswith("contrastive_sentence_embeddings/")], (name, sites)
+        # the reads while batches are built (host tensors) are in the profiler's count only
+        assert profile["host_reads_per_step"] >= profile["host_reads_outside_batching"]
+    assert "host reads of one step:" in stdout
     # the step that trains on length buckets of up to 512 tokens costs more than 64 short sentences
     assert profiles["declutr"]["step_ms_profiled"] > profiles["simcse"]["step_ms_profiled"]
     assert "step ms (profiled)" in stdout  # the table a person reads

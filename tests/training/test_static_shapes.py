@@ -139,3 +139,30 @@ def test_a_method_that_builds_its_own_batches_refuses_static_shapes():
     with pytest.raises(ParameterError, match=r"declutr\.training\.static_shapes pads sentence batches") as error:
         MethodBlock.from_params(block, "declutr")
     assert error.value.key == "declutr.training.static_shapes"
+
+
+class FailingScorer(DevScorer):
+    """Scores step 0, then fails at the next evaluation (as a dev set that cannot be read would)."""
+
+    def __call__(self, encode):
+        if self.compiled_while_scoring:
+            raise OSError("dev set unreadable")
+        return super().__call__(encode)
+
+
+def test_a_compiled_run_that_fails_leaves_the_model_as_it_was(no_dropout_bert, tokenizer, sentences):
+    """The compiled forward and the CPU shortcuts' switch-off last only while training:
+    a run that raises leaves the class's own forward and the shortcuts on, so the caller
+    can still score or save the model."""
+    model = ContrastiveModel(copy.deepcopy(no_dropout_bert), "cls_before_pooler", build_method("simcse"))
+    compiled_in_training = []
+    model.encoder.register_forward_pre_hook(
+        lambda module, args: compiled_in_training.append("forward" in module.__dict__) if module.training else None)
+    config = TrainingConfig(batch_size=16, learning_rate=1e-3, device="cpu", log_every=1, max_length=MAX_LENGTH,
+                            eval_every=2, max_steps=4, static_shapes=True, compile=True)
+    with pytest.raises(OSError, match="dev set unreadable"):
+        train(model, tokenizer, tokenize_sentences(tokenizer, sentences, MAX_LENGTH), config,
+              dev_scorer=FailingScorer(model.encoder))
+    assert compiled_in_training == [True, True]  # two compiled steps ran before the failing evaluation
+    assert "forward" not in model.encoder.__dict__
+    assert model.uniform_dropout and model.real_tokens_only

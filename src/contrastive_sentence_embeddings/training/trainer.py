@@ -654,6 +654,32 @@ def release_checkpoints(checkpoint_dir: str | Path | None) -> list[Path]:
 
 # --- the loop ----------------------------------------------------------------------------
 @contextlib.contextmanager
+def compiled_for_training(core: torch.nn.Module, config: TrainingConfig):
+    """With ``training.compile``: the encoder's forward compiled for the duration (the
+    forward only: the module, its weights and their names stay as they are) and the CPU
+    shortcuts off; the class's own forward and the shortcuts are put back however the
+    block ends, so a run that fails leaves the model as a caller can use it. Without
+    it: nothing changes."""
+    if not config.compile:
+        yield
+        return
+    encoder = core.encoder
+    encoder.forward = torch.compile(encoder.forward, dynamic=not config.static_shapes,
+                                    mode=None if config.compile_mode == "default" else config.compile_mode)
+    # One whole graph: no CPU packing of real tokens (its row counts depend on the data)
+    # and torch's dropout (a function mode was not tried inside a graph).
+    shortcuts = {name: getattr(core, name) for name in ("uniform_dropout", "real_tokens_only") if hasattr(core, name)}
+    for name in shortcuts:
+        setattr(core, name, False)
+    try:
+        yield
+    finally:
+        encoder.__dict__.pop("forward", None)
+        for name, value in shortcuts.items():
+            setattr(core, name, value)
+
+
+@contextlib.contextmanager
 def uncompiled(module: torch.nn.Module):
     """``module`` with its class's own forward for the duration (the compiled one that
     ``training.compile`` set on the instance is put back after)."""
@@ -752,13 +778,6 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     core: ContrastiveModel = accelerator.unwrap_model(model)
-    if config.compile:  # the forward only: the module, its weights and their names stay as they are
-        core.encoder.forward = torch.compile(core.encoder.forward, dynamic=not config.static_shapes,
-                                             mode=None if config.compile_mode == "default" else config.compile_mode)
-        # One whole graph: no CPU packing of real tokens (its row counts depend on the
-        # data) and torch's dropout (a function mode was not tried inside a graph).
-        cpu_shortcuts = {name: getattr(core, name, None) for name in ("uniform_dropout", "real_tokens_only")}
-        core.uniform_dropout = core.real_tokens_only = False
     cuda_graphs = config.compile and config.compile_mode in CUDA_GRAPH_MODES
     gradient_cache = None
     if config.mini_batch_size is not None:
@@ -865,85 +884,83 @@ def train(
             store.publish(staging, state["step"])
         accelerator.wait_for_everyone()
 
-    if state["step"] == 0:
-        evaluate()
-    model.train()
-    started = time.perf_counter() - state["seconds"]
-    # The steps since the last logged row; a checkpoint written before the "window"
-    # entry existed resumes with an empty one.
-    window = state.pop("window", None) or {}
-    window_loss: dict[str, float | torch.Tensor] = dict(window.get("loss", {}))
-    window_count = int(window.get("count", 0))
-    window_steps: list[int] = []  # the steps summed in window_loss since it was last checked
-    window_start = time.perf_counter() - float(window.get("seconds", 0.0))
-    progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
-                    disable=not accelerator.is_local_main_process)
-    steps_per_epoch = len(loader)
-    while state["step"] < steps:
-        epoch, done_in_epoch = divmod(state["step"], steps_per_epoch)
-        if hasattr(loader, "set_epoch"):
-            loader.set_epoch(epoch)
-        if hasattr(collate, "set_epoch"):  # e.g. DeCLUTR: each epoch has its own sampled spans
-            collate.set_epoch(epoch)
-        generator.manual_seed(config.seed + epoch)  # the same order on resume
-        batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
-        for batch in batches:
-            if cuda_graphs:  # a new iteration: the graphs' outputs of the last one may be overwritten
-                torch.compiler.cudagraph_mark_step_begin()
-            # A loss over embeddings gathered from every process is the global-batch loss
-            # on each of them, but each backpropagates only through its own slice; DDP
-            # then averages, so the loss is scaled by the number of processes to give
-            # exactly the single-process gradient (training/distributed.py derives it).
-            scale = accelerator.num_processes if core.method.gathers_embeddings else 1
-            if gradient_cache is not None:  # the same loss and gradient, one mini-batch's graph at a time
-                outputs = gradient_cache.step(batch, loss_scale=scale)
-            else:
-                outputs = model(**batch)
-                accelerator.backward(outputs["loss"] * scale)
-            if config.max_grad_norm:
-                accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state["step"] += 1
-            state["examples"] += config.batch_size * accelerator.num_processes
-            # The window's sums stay on the device: reading a loss back waits for the GPU
-            # to finish the step, so the host could not queue the next one meanwhile. They
-            # are read (and checked) when a row is logged, at a checkpoint and at the end.
-            for key, value in outputs.items():
-                window_loss[key] = window_loss.get(key, 0.0) + value.detach().float()
-            window_count += 1
-            window_steps.append(state["step"])
-            logs_a_row = state["step"] % config.log_every == 0 or state["step"] == steps
-            if HOST_SYNC_EVERY_STEP or logs_a_row:
-                window_loss = _read_window(window_loss, window_steps)
-                window_steps = []
-            if logs_a_row:
-                elapsed = time.perf_counter() - window_start
-                row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
-                       "examples_per_second": window_count * config.batch_size * accelerator.num_processes / elapsed,
-                       "peak_memory_gib": round(peak_memory_gib(accelerator.device), 3),
-                       **{k: v / window_count for k, v in window_loss.items()}}
-                state["curve"].append(row)
-                progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.1f}",
-                                     mem=f"{row['peak_memory_gib']:.1f}G")
-                window_loss, window_count, window_start = {}, 0, time.perf_counter()
-            progress.update(1)
-            if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
-                window_loss = _read_window(window_loss, window_steps)  # no weights of a diverged step are scored
-                window_steps = []
-                model.eval()
-                evaluate()
-                model.train()
-                state["seconds"] = time.perf_counter() - started
-                save_checkpoint()
-            if state["step"] >= steps:
-                break
-    progress.close()
-    if config.compile:  # the class's own forward and the CPU shortcuts again, for whoever uses the model next
-        del core.encoder.forward
-        for name, value in cpu_shortcuts.items():
-            setattr(core, name, value)
+    with compiled_for_training(core, config):
+        if state["step"] == 0:
+            evaluate()
+        model.train()
+        started = time.perf_counter() - state["seconds"]
+        # The steps since the last logged row; a checkpoint written before the "window"
+        # entry existed resumes with an empty one.
+        window = state.pop("window", None) or {}
+        window_loss: dict[str, float | torch.Tensor] = dict(window.get("loss", {}))
+        window_count = int(window.get("count", 0))
+        window_steps: list[int] = []  # the steps summed in window_loss since it was last checked
+        window_start = time.perf_counter() - float(window.get("seconds", 0.0))
+        progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
+                        disable=not accelerator.is_local_main_process)
+        steps_per_epoch = len(loader)
+        while state["step"] < steps:
+            epoch, done_in_epoch = divmod(state["step"], steps_per_epoch)
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(epoch)
+            if hasattr(collate, "set_epoch"):  # e.g. DeCLUTR: each epoch has its own sampled spans
+                collate.set_epoch(epoch)
+            generator.manual_seed(config.seed + epoch)  # the same order on resume
+            batches = accelerator.skip_first_batches(loader, done_in_epoch) if done_in_epoch else loader
+            for batch in batches:
+                if cuda_graphs:  # a new iteration: the graphs' outputs of the last one may be overwritten
+                    torch.compiler.cudagraph_mark_step_begin()
+                # A loss over embeddings gathered from every process is the global-batch loss
+                # on each of them, but each backpropagates only through its own slice; DDP
+                # then averages, so the loss is scaled by the number of processes to give
+                # exactly the single-process gradient (training/distributed.py derives it).
+                scale = accelerator.num_processes if core.method.gathers_embeddings else 1
+                if gradient_cache is not None:  # the same loss and gradient, one mini-batch's graph at a time
+                    outputs = gradient_cache.step(batch, loss_scale=scale)
+                else:
+                    outputs = model(**batch)
+                    accelerator.backward(outputs["loss"] * scale)
+                if config.max_grad_norm:
+                    accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                state["step"] += 1
+                state["examples"] += config.batch_size * accelerator.num_processes
+                # The window's sums stay on the device: reading a loss back waits for the GPU
+                # to finish the step, so the host could not queue the next one meanwhile. They
+                # are read (and checked) when a row is logged, at a checkpoint and at the end.
+                for key, value in outputs.items():
+                    window_loss[key] = window_loss.get(key, 0.0) + value.detach().float()
+                window_count += 1
+                window_steps.append(state["step"])
+                logs_a_row = state["step"] % config.log_every == 0 or state["step"] == steps
+                if HOST_SYNC_EVERY_STEP or logs_a_row:
+                    window_loss = _read_window(window_loss, window_steps)
+                    window_steps = []
+                if logs_a_row:
+                    elapsed = time.perf_counter() - window_start
+                    seen = window_count * config.batch_size * accelerator.num_processes
+                    row = {"step": state["step"], "epoch": epoch, "lr": scheduler.get_last_lr()[0],
+                           "examples_per_second": seen / elapsed,
+                           "peak_memory_gib": round(peak_memory_gib(accelerator.device), 3),
+                           **{k: v / window_count for k, v in window_loss.items()}}
+                    state["curve"].append(row)
+                    progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.1f}",
+                                         mem=f"{row['peak_memory_gib']:.1f}G")
+                    window_loss, window_count, window_start = {}, 0, time.perf_counter()
+                progress.update(1)
+                if (config.eval_every and state["step"] % config.eval_every == 0) or state["step"] == steps:
+                    window_loss = _read_window(window_loss, window_steps)  # no weights of a diverged step are scored
+                    window_steps = []
+                    model.eval()
+                    evaluate()
+                    model.train()
+                    state["seconds"] = time.perf_counter() - started
+                    save_checkpoint()
+                if state["step"] >= steps:
+                    break
+        progress.close()
     seconds = time.perf_counter() - started
     # The last checkpoint stays until the model is saved (release_checkpoints): a crash
     # before that would otherwise lose the whole run.

@@ -1,6 +1,7 @@
 """Helpers the tests import (fixtures stay in conftest.py): a scratch copy of the
-project to run pipelines in, a method's shipped parameters, and the check that a
-saved model loads in sentence-transformers as it embeds here."""
+project to run pipelines in, a method's shipped parameters, the mirror's Wikipedia
+sentences, and the check that a saved model loads in sentence-transformers as it
+embeds here."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ class ScratchProject:
 
     def close(self) -> None:
         self.patch.undo()
+
+
+def wiki_sentences(mirror_dir: Path, min_words: int = 0, limit: int | None = None) -> list[str]:
+    """The first ``limit`` sentences of the mirror's Wikipedia sample (``wiki/wiki1m_head.txt``,
+    the file SimCSE trains on) with at least ``min_words`` words, in file order."""
+    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if len(line.split()) >= min_words][:limit]
 
 
 def base_parameters(block: str, **training) -> dict:

@@ -13,6 +13,7 @@ from contrastive_sentence_embeddings.datasets import TrainingCurveDataset
 from contrastive_sentence_embeddings.training.curves import join_curve, split_curve
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
+from tests.helpers import wiki_sentences
 
 
 def merged_curve(seed=None):
@@ -91,7 +92,7 @@ class ConstantDevScorer:
 def test_a_real_runs_dev_curve_has_no_row_where_no_evaluation_ran(tiny_bert, tokenizer, mirror_dir, tmp_path):
     """Loss logged every 2 steps, dev sets scored every 3: the saved dev curve has the
     rows of steps 0, 3, 6 and no other; the training log those of steps 2, 4, 6."""
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()[:200]
+    lines = wiki_sentences(mirror_dir, limit=200)
     torch.manual_seed(0)
     model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
     config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", log_every=2, eval_every=3, max_steps=6)

@@ -17,6 +17,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
+from tests.helpers import wiki_sentences
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LENGTH = 48  # longer than most wiki sentences: dynamic padding gives shorter batches
@@ -24,8 +25,7 @@ MAX_LENGTH = 48  # longer than most wiki sentences: dynamic padding gives shorte
 
 @pytest.fixture(scope="module")
 def sentences(mirror_dir):
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if len(line.split()) >= 5][:160]
+    return wiki_sentences(mirror_dir, min_words=5, limit=160)
 
 
 @pytest.fixture(scope="module")

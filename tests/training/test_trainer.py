@@ -18,6 +18,7 @@ from contrastive_sentence_embeddings.training.trainer import (
     train,
     warmup_then,
 )
+from tests.helpers import wiki_sentences
 
 
 def test_slanted_triangular_by_hand():
@@ -109,8 +110,7 @@ def test_adamw_is_fused_on_cpu_by_default_and_updates_as_the_loop_does(tiny_bert
 
 @pytest.fixture(scope="module")
 def sentences(mirror_dir):
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if len(line.split()) >= 5][:400]
+    return wiki_sentences(mirror_dir, min_words=5, limit=400)
 
 
 def run(tiny_bert, tokenizer, sentences, **settings):

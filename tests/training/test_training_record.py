@@ -17,7 +17,7 @@ from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
 from contrastive_sentence_embeddings.model_card import render_model_card, split_front_matter
 from contrastive_sentence_embeddings.training import run
 from contrastive_sentence_embeddings.training.trainer import MEMORY_MEASURES, SettingsRead, TrainingConfig
-from tests.helpers import base_parameters
+from tests.helpers import base_parameters, wiki_sentences
 
 BENIGN = ("LOAD REPORT", "seem corrupted", "Removed shared tensor", "MISSING", "UNEXPECTED")
 
@@ -42,8 +42,7 @@ def documents(mirror_dir, tokenizer):
 
 @pytest.fixture(scope="module")
 def sentences(mirror_dir):
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if len(line.split()) >= 12][:64]
+    return wiki_sentences(mirror_dir, min_words=12, limit=64)
 
 
 def declutr(documents, tiny_bert_dir, **training):

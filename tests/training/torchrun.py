@@ -9,14 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import wiki_sentences
+
 
 def write_worker_data(folder: Path, mirror_dir: Path, documents, span_table, sentences: int = 64) -> Path:
     """``folder/data`` with the first ``sentences`` wiki sentences of the mirror
     (``sentences.txt``) and DeCLUTR's documents and spans (parquet)."""
     data = folder / "data"
     data.mkdir()
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    (data / "sentences.txt").write_text("\n".join(lines[:sentences]), encoding="utf-8")
+    (data / "sentences.txt").write_text("\n".join(wiki_sentences(mirror_dir, limit=sentences)), encoding="utf-8")
     documents.to_parquet(data / "documents.parquet")
     span_table.to_parquet(data / "spans.parquet")
     return data

@@ -12,7 +12,7 @@ from contrastive_sentence_embeddings.config import MethodConfig
 from contrastive_sentence_embeddings.pipelines.training import nodes
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig
-from tests.helpers import base_parameters
+from tests.helpers import base_parameters, wiki_sentences
 
 
 def count_calls(monkeypatch, cls: type, counts: dict) -> None:
@@ -40,7 +40,7 @@ def test_the_sentence_node_parses_its_block_once_and_trains_with_it(parse_counts
     block = base_parameters("simcse", batch_size=8, max_steps=2, eval_every=0, log_every=1, checkpoint_dir=None,
                             device="cpu")
     block["seeds"] = None
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()[:32]
+    lines = wiki_sentences(mirror_dir, limit=32)
     trained, curve = nodes.train_on_sentences(pd.DataFrame({"sentence": lines}), sts_partitions, str(tiny_bert_dir),
                                               block)
     assert trained.metadata["steps"] == 2 and trained.metadata["method"] == "simcse"  # it really trained

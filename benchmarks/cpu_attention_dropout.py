@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.cpu_dropout import UNIFORM_ATTENTION_MAX_KEYS, attention_with_dropout
 
 RESULTS = Path(__file__).parent / "results" / "cpu_attention_dropout.json"
@@ -74,8 +74,7 @@ def main() -> None:
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "threads": args.threads, "pairs": args.pairs,
         "torch": torch.__version__,
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip(),
+        "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         "load_average_at_end": os.getloadavg(), "uniform_attention_max_keys": UNIFORM_ATTENTION_MAX_KEYS,
         "rows": rows,
     }

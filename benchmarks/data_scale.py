@@ -652,13 +652,11 @@ def check_targets(rows: list[Row], ceilings: list[dict], extrapolation: dict) ->
 
 
 def git_commit() -> str:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return commit.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    if str(REPO / "src") not in sys.path:  # as the tokenizer workers do: the package may not be installed
+        sys.path.insert(0, str(REPO / "src"))
+    from contrastive_sentence_embeddings.provenance import results_commit
+
+    return results_commit(REPO)
 
 
 def machine_info() -> dict:

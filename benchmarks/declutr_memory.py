@@ -60,6 +60,7 @@ from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, DeclutrCollate, spans_by_document
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
@@ -384,20 +385,6 @@ def machine(device: str) -> dict:
     return described
 
 
-def git_commit() -> str:
-    """The checkout's commit (``+dirty`` with uncommitted changes), or
-    ``$CSE_GIT_COMMIT`` where the copy has no git history (the GPU machine)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("CSE_GIT_COMMIT", "unknown (no git here; set CSE_GIT_COMMIT)")
-
-
 def markdown(rows: list[dict]) -> str:
     lines = ["| row | documents | peak GiB | saved for backward: encoder / MLM head GiB | one fp32 logits copy GiB "
              "| params + grads + AdamW GiB | s/step |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -459,7 +446,8 @@ def main() -> None:
 
     rows: list[dict] = []
     command = recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1])
-    commit, started = git_commit(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    commit = results_commit(Path(__file__).resolve().parents[1])
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     entry = {
         "command": command, "device": args.device, "encoder": args.encoder_config or "all-MiniLM-L6-v2 (pretrained, new MLM head)",
         "machine": machine(args.device), "torch": torch.__version__, "transformers": transformers.__version__,

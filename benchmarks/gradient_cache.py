@@ -160,13 +160,11 @@ def main() -> None:
             rows.append(row)
     loss_curve = child(args, "--curve-only")
     print(json.dumps({k: {"max_relative_difference": v["max_relative_difference"]} for k, v in loss_curve.items()}))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
     record = {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "threads": args.threads},
-        "torch": torch.__version__, "git_commit": commit + ("-dirty" if dirty else ""),
+        "torch": torch.__version__, "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         "encoder": args.encoder, "length": args.length, "mini_batch_size": args.mini_batch_size,
         "memory": rows,
         "loss_curve": {"steps": args.steps, "batch_size": args.curve_batch, **loss_curve},

@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -84,7 +84,7 @@ def main() -> None:
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs, shared with other processes",
         "load_average_at_start_and_end": [load_at_start, list(os.getloadavg())],
         "torch": torch.__version__, "threads": args.threads,
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         "real_token_share": round(real / padded, 3),
         "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
         "median_seconds": {name: round(statistics.median(values), 3) for name, values in seconds.items()},

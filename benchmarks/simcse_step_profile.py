@@ -24,7 +24,6 @@ import copy
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -229,7 +229,7 @@ def main() -> None:
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "load_average_at_start_and_end": None, "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         # Packing and the fused update must not change the loss curve beyond rounding: every
         # step's loss of ours against the run without the one change (same seed, data,
         # dropout masks). Torch's own dropout masks are other masks: no such comparison.

@@ -36,7 +36,6 @@ import logging
 import multiprocessing
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_en
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
@@ -148,7 +148,7 @@ def run_record() -> dict:
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
         "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "git_commit": results_commit(Path(__file__).resolve().parents[1]),
     }
 
 

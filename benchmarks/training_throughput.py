@@ -66,6 +66,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, install
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
@@ -661,17 +662,6 @@ def scaling_rows(shape: str, args, inputs, tokenizer, folders, device, batches: 
 
 
 # --- report -------------------------------------------------------------------------------
-def git_commit() -> str:
-    if os.environ.get("CSE_CODE_VERSION"):  # a copy of the tree without its history (the GPU machine)
-        return os.environ["CSE_CODE_VERSION"]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return commit + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("CSE_CODE_VERSION", "unknown")
 
 
 def markdown(rows: list[dict], columns: list[tuple[str, str]]) -> str:
@@ -755,7 +745,7 @@ def main() -> None:
         parser.error(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
     peak, device_name = peak_flops(device)
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": git_commit(),
+        "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),

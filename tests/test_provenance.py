@@ -100,6 +100,28 @@ def test_git_state_is_unknown_outside_a_repository_and_dirty_only_for_code(tmp_p
     assert provenance.git_state(tmp_path)["dirty"] is True
 
 
+def test_a_benchmark_records_the_commit_dirty_when_tracked_files_changed_or_the_one_it_is_told(tmp_path, monkeypatch):
+    monkeypatch.delenv(provenance.CODE_VERSION_ENV_VAR, raising=False)
+    assert provenance.results_commit(tmp_path) == "unknown (no git history here; set CSE_CODE_VERSION)"
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "bench.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    head = git("rev-parse", "HEAD").strip()
+    assert provenance.results_commit(tmp_path) == head
+    (tmp_path / "results.json").write_text("{}\n")  # its own untracked output: still that commit's figures
+    assert provenance.results_commit(tmp_path) == head
+    (tmp_path / "bench.py").write_text("x = 2\n")  # any tracked file changed: maybe not that commit's
+    assert provenance.results_commit(tmp_path) == head + "+dirty"
+    # a copy without its history (the GPU machine) is told which commit it was copied from
+    monkeypatch.setenv(provenance.CODE_VERSION_ENV_VAR, "0fafb97")
+    assert provenance.results_commit(tmp_path / "elsewhere") == "0fafb97"
+
+
 def test_data_fingerprints_come_from_the_content_or_the_data_set_state():
     import datasets
 

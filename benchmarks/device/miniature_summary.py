@@ -10,7 +10,6 @@ import argparse
 import json
 import platform
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,8 @@ PROOF_KEYS = ("device", "mixed_precision", "num_processes", "steps", "examples_s
 def machine() -> dict:
     import torch
 
+    from contrastive_sentence_embeddings.provenance import results_commit  # src is on PYTHONPATH (paper_miniature.sh)
+
     cuda = torch.cuda.is_available()
     return {
         "python": platform.python_version(),
@@ -29,7 +30,7 @@ def machine() -> dict:
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
         "bf16_supported": bool(cuda and torch.cuda.is_bf16_supported()),
         **{name: _version(name) for name in ("transformers", "accelerate", "kedro", "datasets")},
-        "git_commit": _git_commit(),
+        "git_commit": results_commit(Path(__file__).resolve().parents[2]),
     }
 
 
@@ -40,13 +41,6 @@ def _version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None  # a copy of the tree without .git
 
 
 def only(paths: list[Path], what: str) -> Path:

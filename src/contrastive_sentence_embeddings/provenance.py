@@ -188,6 +188,24 @@ def git_state(root: Path | str | None = None) -> dict:
     return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
+CODE_VERSION_ENV_VAR = "CSE_CODE_VERSION"
+
+
+def results_commit(root: Path | str) -> str:
+    """The commit a benchmark's results file records for the checkout at ``root``:
+    ``$CSE_CODE_VERSION`` when set (a copy of the tree without its git history, as on
+    the GPU machine, names the commit it was copied from this way), else the checkout's
+    commit, with ``+dirty`` when a tracked file differs from it (the figures may not be
+    that commit's), else ``unknown (...)`` saying how to name it."""
+    if os.environ.get(CODE_VERSION_ENV_VAR):
+        return os.environ[CODE_VERSION_ENV_VAR]
+    commit = _git(Path(root), "rev-parse", "HEAD")
+    if not commit:
+        return f"{UNKNOWN} (no git history here; set {CODE_VERSION_ENV_VAR})"
+    status = _git(Path(root), "status", "--porcelain", "--untracked-files=no")
+    return commit.strip() + ("+dirty" if status and status.strip() else "")
+
+
 def code_version(root: Path | str | None = None) -> dict:
     """The code a result came from: git commit, dirty, and the package's ``source_hash``."""
     return {**git_state(root), "source_hash": source_hash()}

@@ -20,7 +20,7 @@ from contrastive_sentence_embeddings.config import ParameterError
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.training.clsr import CLSRModel
 from contrastive_sentence_embeddings.training.dropout import dropout_rate
-from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, split_batch
+from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, row_ranges, split_batch
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.objective import Encoded, total_loss
@@ -221,6 +221,16 @@ def test_split_documents_keeps_each_anchor_with_its_positives(make):
     assert sum((rows_in_order(p["anchors"], "mlm_labels") for p in pieces), []) == \
         rows_in_order(batch["anchors"], "mlm_labels")
     assert sum(sum(len(b["rows"]) for b in p["positives"]) for p in pieces) == positives
+    # each cut bucket's masked positions index its own (trimmed) tokens
+    for bucket in (b for p in pieces for b in p["anchors"]):
+        labels = bucket["mlm_labels"].flatten().tolist()
+        assert bucket["mlm_positions"].tolist() == [i for i, label in enumerate(labels) if label != -100]
+
+
+@pytest.mark.parametrize(("rows", "chunks"), [(64, 4), (10, 3), (3, 5), (1, 1), (0, 2)])
+def test_row_ranges_are_tensor_splits_bounds_as_plain_integers(rows, chunks):
+    expected = [(int(i[0]), int(i[-1]) + 1) for i in torch.tensor_split(torch.arange(rows), chunks) if len(i)]
+    assert row_ranges(rows, chunks) == expected
 
 
 @pytest.mark.parametrize(("training", "message"), [

@@ -68,6 +68,21 @@ def chunk_count(batch_size: int, mini_batch_size: int) -> int:
     return batch_size // mini_batch_size
 
 
+def row_ranges(rows: int, chunks: int) -> list[tuple[int, int]]:
+    """``[begin, end)`` of ``chunks`` consecutive ranges over ``rows`` rows, sizes as
+    ``torch.tensor_split`` gives them (the first ``rows % chunks`` one longer), empty
+    ranges left out. Plain integers: bounds read from a tensor would each be a host
+    read (:mod:`.host_reads`), however small."""
+    size, longer = divmod(rows, chunks)
+    ranges, begin = [], 0
+    for chunk in range(chunks):
+        end = begin + size + (chunk < longer)
+        if end > begin:
+            ranges.append((begin, end))
+        begin = end
+    return ranges
+
+
 def _trimmed(attention_mask: torch.Tensor) -> slice:
     """The columns that hold a token of some row: rows are right-padded, so the padding
     past a mini-batch's own longest row is dropped (it changes no embedding)."""
@@ -83,15 +98,16 @@ def split_rows(batch: Batch, chunks: int) -> list[dict]:
     rows = {value.shape[0] for value in tensors.values()}
     if len(rows) != 1:
         raise ValueError(f"cannot split a batch whose tensors have different row counts: {sorted(rows)}")
-    bounds = torch.tensor_split(torch.arange(rows.pop()), chunks)
+    ranges = row_ranges(rows.pop(), chunks)
+    longest = [None] * len(ranges)
+    if "attention_mask" in tensors and ranges:  # every range's longest row, read back at once
+        lengths = tensors["attention_mask"].sum(dim=1)
+        longest = torch.stack([lengths[begin:end].max() for begin, end in ranges]).tolist()
     pieces = []
-    for index in bounds:
-        if not len(index):
-            continue
-        begin, end = int(index[0]), int(index[-1]) + 1
+    for (begin, end), length in zip(ranges, longest):
         piece = {name: value[begin:end] for name, value in tensors.items()}
-        if "attention_mask" in piece:
-            columns = _trimmed(piece["attention_mask"])
+        if length is not None:
+            columns = slice(0, max(int(length), 1))
             piece["input_ids"], piece["attention_mask"] = piece["input_ids"][:, columns], \
                 piece["attention_mask"][:, columns]
         pieces.append(piece)
@@ -129,10 +145,7 @@ def split_documents(batch: Batch, chunks: int) -> list[dict]:
     anchor_count = sum(len(bucket["rows"]) for bucket in anchors)
     per_anchor = sum(len(bucket["rows"]) for bucket in positives) // anchor_count
     pieces = []
-    for index in torch.tensor_split(torch.arange(anchor_count), chunks):
-        if not len(index):
-            continue
-        begin, end = int(index[0]), int(index[-1]) + 1
+    for begin, end in row_ranges(anchor_count, chunks):
         pieces.append({"anchors": _bucket_rows(anchors, begin, end),
                        "positives": _bucket_rows(positives, begin * per_anchor, end * per_anchor)})
     return pieces

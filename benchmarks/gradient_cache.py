@@ -133,6 +133,7 @@ def child(args, *extra: str) -> dict:
 
 def main() -> None:
     from contrastive_sentence_embeddings.project_paths import recorded_command
+    from contrastive_sentence_embeddings.provenance import results_commit
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", default="small")

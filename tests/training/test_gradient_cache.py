@@ -281,6 +281,43 @@ def test_the_trainer_logs_and_trains_the_same_with_mini_batches(tokenizer, tiny_
     assert cached.extra["config"]["mini_batch_size"] == 2
 
 
+def test_the_trainer_cuts_mini_batches_as_it_builds_batches_and_a_step_reads_nothing_back(
+        tokenizer, tiny_bert, tiny_bert_dir, documents, span_table):  # noqa: F811 - fixtures
+    """DeCLUTR in mini-batches through the real loop, along the GPU's path (no CPU
+    shortcuts): the loader hands the step its batch already cut (on the host, where
+    cutting length buckets reads no device tensor), so neither the cutting nor the
+    MLM term makes the host wait for the device during training."""
+    from contrastive_sentence_embeddings.training.gradient_cache import MINI_BATCHES
+    from contrastive_sentence_embeddings.training.host_reads import HostReads
+
+    method = build_method("declutr", PRESETS["declutr"])
+    encoder = copy.deepcopy(tiny_bert)
+    torch.manual_seed(0)
+    model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder),
+                             real_tokens_only=False, uniform_dropout=False)
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=300)
+    seen = []
+    step = GradientCache.step
+
+    def recording(self, batch, loss_scale=1.0):
+        seen.append(sorted(batch))
+        return step(self, batch, loss_scale)
+
+    config = TrainingConfig(batch_size=4, mini_batch_size=2, max_steps=2, eval_every=0, device="cpu",
+                            learning_rate=1e-4)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(GradientCache, "step", recording)
+    try:
+        with HostReads() as reads:
+            result = train(model, tokenizer, documents["doc_id"].tolist(), config, collate=collate)
+    finally:
+        patch.undo()
+    assert result.steps == 2 and seen == [[MINI_BATCHES]] * 2
+    stepping = [row for row in reads.table() if any(f"training/{name}.py" in row["site"].split(" <- ")[0]
+                                                    for name in ("gradient_cache", "objective", "declutr"))]
+    assert stepping == []
+
+
 @pytest.mark.integration
 def test_gradient_caching_under_two_processes_is_the_plain_fan_out(tiny_bert, tokenizer, documents, span_table,  # noqa: F811
                                                                     mirror_dir, tmp_path):

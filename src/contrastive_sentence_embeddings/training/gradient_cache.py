@@ -161,6 +161,18 @@ def split_batch(batch: Batch, family: str, chunks: int) -> list[dict]:
     return SPLITTERS[family](batch, chunks)
 
 
+# The key of a batch that comes split already: the trainer's loader splits each batch
+# on the host as it builds it, where cutting rows and padding reads no device tensor,
+# so a step on a GPU never waits for the device to learn where to cut.
+MINI_BATCHES = "mini_batches"
+
+
+def presplit_batch(batch: Batch, family: str, chunks: int) -> dict:
+    """``{MINI_BATCHES: split_batch(batch, family, chunks)}``: what
+    :meth:`GradientCache.step` takes as it is."""
+    return {MINI_BATCHES: split_batch(batch, family, chunks)}
+
+
 # --- random state --------------------------------------------------------------------------
 def random_state(device: torch.device) -> tuple:
     """The generator state that dropout on ``device`` draws from (and the CPU's)."""
@@ -211,7 +223,7 @@ class GradientCache:
         and every term's value, detached, in float32)."""
         model, method = self.model, self.model.method
         device = next(model.parameters()).device
-        pieces = split_batch(batch, method.family, self.chunks)
+        pieces = batch[MINI_BATCHES] if MINI_BATCHES in batch else split_batch(batch, method.family, self.chunks)
 
         # Part 1: every mini-batch's embeddings without a graph, and its random state.
         states, kept = [], []

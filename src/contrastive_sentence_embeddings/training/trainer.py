@@ -41,6 +41,7 @@ only once the model is saved, so the model data set removes it then
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -66,7 +67,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
-from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count
+from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -178,14 +179,18 @@ class TrainingConfig:
 
 
 class _ExampleCollate:
-    """The loader's collate: the examples at the sampled indices, through ``collate``
-    (a class rather than a closure, so that loader workers can run it)."""
+    """The loader's collate: the examples at the sampled indices, through ``collate``,
+    then through ``split`` when given (gradient caching: the batch cut into its
+    mini-batches here, on the host; a class rather than a closure, so that loader
+    workers can run it)."""
 
-    def __init__(self, examples: Sequence, collate: Callable[[list], dict]):
-        self.examples, self.collate = examples, collate
+    def __init__(self, examples: Sequence, collate: Callable[[list], dict],
+                 split: Callable[[dict], dict] | None = None):
+        self.examples, self.collate, self.split = examples, collate, split
 
     def __call__(self, rows: list[int]) -> dict:
-        return self.collate([self.examples[i] for i in rows])
+        batch = self.collate([self.examples[i] for i in rows])
+        return self.split(batch) if self.split is not None else batch
 
 
 # Read the loss back to the host at every step (the loop before it kept the window's
@@ -762,8 +767,12 @@ def train(
     generator = torch.Generator().manual_seed(config.seed)
     on_cuda = accelerator.device.type == "cuda"
     pin = on_cuda if config.pin_memory is None else bool(config.pin_memory and on_cuda)
+    split = None
+    if config.mini_batch_size is not None:  # cut on the host, as the batch is built (gradient_cache.MINI_BATCHES)
+        split = functools.partial(presplit_batch, family=model.method.family,
+                                  chunks=chunk_count(config.batch_size, config.mini_batch_size))
     loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
-                        generator=generator, collate_fn=_ExampleCollate(examples, collate),
+                        generator=generator, collate_fn=_ExampleCollate(examples, collate, split),
                         num_workers=config.loader_workers, pin_memory=pin,
                         persistent_workers=config.loader_workers > 0)
     if config.gradient_checkpointing:

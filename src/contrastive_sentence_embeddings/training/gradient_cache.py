@@ -4,7 +4,8 @@
 An in-batch-negative loss needs every embedding of the batch at once, but the encoder's
 graph, which is what fills memory, is only needed one piece at a time. A step with
 ``mini_batch_size = m`` splits the batch into ``batch_size / m`` mini-batches
-(:func:`split_batch`) and runs in three parts (:meth:`GradientCache.step`):
+(:func:`split_batch`; the trainer's loader does it as it builds the batch, on the host,
+:data:`MINI_BATCHES`) and runs in three parts (:meth:`GradientCache.step`):
 
 1. each mini-batch's views (:meth:`.methods.ComposedMethod.encode`) run without a graph
    (``torch.no_grad``); the random-number state (CPU, and the CUDA device's) is recorded

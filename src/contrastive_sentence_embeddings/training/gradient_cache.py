@@ -99,16 +99,11 @@ def split_rows(batch: Batch, chunks: int) -> list[dict]:
     rows = {value.shape[0] for value in tensors.values()}
     if len(rows) != 1:
         raise ValueError(f"cannot split a batch whose tensors have different row counts: {sorted(rows)}")
-    ranges = row_ranges(rows.pop(), chunks)
-    longest = [None] * len(ranges)
-    if "attention_mask" in tensors and ranges:  # every range's longest row, read back at once
-        lengths = tensors["attention_mask"].sum(dim=1)
-        longest = torch.stack([lengths[begin:end].max() for begin, end in ranges]).tolist()
     pieces = []
-    for (begin, end), length in zip(ranges, longest):
+    for begin, end in row_ranges(rows.pop(), chunks):
         piece = {name: value[begin:end] for name, value in tensors.items()}
-        if length is not None:
-            columns = slice(0, max(int(length), 1))
+        if "attention_mask" in piece:
+            columns = _trimmed(piece["attention_mask"])
             piece["input_ids"], piece["attention_mask"] = piece["input_ids"][:, columns], \
                 piece["attention_mask"][:, columns]
         pieces.append(piece)

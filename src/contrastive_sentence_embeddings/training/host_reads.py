@@ -73,12 +73,23 @@ def read_kind(func, args, kwargs) -> str | None:
     return None
 
 
-def call_site(depth: int = 2) -> str:
-    """The innermost ``depth`` frames of the calling stack that belong to
+# A data loader's own frames: a read under them is the collate's, on host tensors.
+_LOADER = str(Path(torch.utils.data.__file__).parent) + os.sep
+
+
+def building_a_batch(frames: traceback.StackSummary) -> bool:
+    """Whether ``frames`` (a calling stack) run inside a data loader's fetch (the collate
+    function): its tensors are host tensors, moved to the device after, so its reads
+    never wait for the device (on CPU the same code would otherwise count)."""
+    return any(frame.filename.startswith(_LOADER) for frame in frames)
+
+
+def call_site(frames: traceback.StackSummary, depth: int = 2) -> str:
+    """The innermost ``depth`` frames of ``frames`` (a calling stack) that belong to
     :data:`SITE_PACKAGES`, innermost first, each as its path from the package:
     ``contrastive_sentence_embeddings/training/objective.py:400 __call__ <- ...``."""
     sites = []
-    for frame in traceback.extract_stack():
+    for frame in frames:
         # A mode's hook only passes the call on (the CPU dropout's function mode): the
         # site is whoever called through it.
         if frame.filename == __file__ or frame.name in ("__torch_function__", "__torch_dispatch__"):
@@ -90,16 +101,6 @@ def call_site(depth: int = 2) -> str:
                 sites.append(f"{path[at + 1:]}:{frame.lineno} {frame.name}")
                 break
     return " <- ".join(reversed(sites[-depth:])) or "(outside the project and transformers)"
-
-
-def building_a_batch() -> bool:
-    """Whether the caller runs inside a data loader's fetch (the collate function):
-    its tensors are host tensors, moved to the device after, so its reads never wait
-    for the device (on CPU the same code would otherwise count)."""
-    return any(frame.filename.startswith(_LOADER) for frame in traceback.extract_stack())
-
-
-_LOADER = str(Path(torch.utils.data.__file__).parent) + os.sep
 
 
 class HostReads(TorchDispatchMode):
@@ -116,8 +117,10 @@ class HostReads(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.active:
             kind = read_kind(func, args, kwargs)
-            if kind is not None and not building_a_batch():
-                self.sites[(kind, func._schema.name.split("::")[-1], call_site(self.depth))] += 1
+            if kind is not None:
+                frames = traceback.extract_stack()  # once per read: both questions below read it
+                if not building_a_batch(frames):
+                    self.sites[(kind, func._schema.name.split("::")[-1], call_site(frames, self.depth))] += 1
         return func(*args, **kwargs)
 
     @property

@@ -506,10 +506,13 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
     count_reads = not args.training_settings.get("compile")
     steps_done, counting = [0], [False]
 
-    def after_step(*_) -> None:
+    def stop_counting() -> None:
         if counting[0]:
             reads.__exit__(None, None, None)
             counting[0] = False
+
+    def after_step(*_) -> None:
+        stop_counting()
         steps_done[0] += 1
         if count_reads and steps_done[0] == args.warmup:  # the profiler's warm-up step comes next
             reads.__enter__()
@@ -524,8 +527,7 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
                 yield
         finally:
             hook.remove()
-            if counting[0]:
-                reads.__exit__(None, None, None)
+            stop_counting()
 
     run_method(name, shape, local, inputs, tokenizer, folders, device, around_training=profiled)
     steps = [event for event in profiler.events() if event.name.startswith("ProfilerStep")]
@@ -749,8 +751,8 @@ def main() -> None:
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
         "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts, "rows": [], "peer": [], "ablation": [], "scaling": [],
-        "profiles": [],
+        "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts,
+        "rows": [], "peer": [], "ablation": [], "scaling": [], "profiles": [],
     }
     for package in ("transformers", "accelerate", "sentence_transformers"):
         with contextlib.suppress(ImportError):

@@ -1,26 +1,29 @@
 """Our SimCSE training against sentence-transformers' SimCSE recipe
 (``MultipleNegativesRankingLoss`` on (sentence, sentence) pairs), same encoder, data,
-batch, length, learning rate, steps and threads, in the same process.
+batch, length, learning rate, steps and threads, in one run.
 
     python benchmarks/simcse_training.py [--steps 30] [--batch-size 64] [--pooling mean] [--repeats 3]
 
-Both start from the same pretrained weights, see the same sentences in the same
-order, use InfoNCE at temperature 0.05 (MNRL's scale 20) without an MLP head, AdamW
-with a linear schedule and no warm-up. Reported: examples/s of each and STS-B dev /
-SICK-R trial Spearman after the same number of steps, scored by the same evaluator.
-Both run side by side in one process, ``--repeats`` times, the order alternating
-(ours first, then theirs first, ...), and each repeat's ratio of examples/s is
-reported: on a machine other processes share, the two of a repeat see about the same
-load. The load average before and after each trainer is recorded. ``--interleaved``
-runs each repeat's two trainers at once in two processes that take their steps in
-turn instead (ours, theirs, ours, ...: one waits while the other steps), each timing
-its own turns (a turn: from one step's first forward call to the next's, so data,
-logging and the update are in it; the last one ends when the trainer returns): both
-meet the machine as it is at the same moments, which a shared or throttled machine
-changes from one minute to the next. ``--against-itself ours|theirs`` is the check of
-that method: one trainer in both processes, whose two examples/s should agree
-(written to ``benchmarks/results/simcse_training_against_itself_<trainer>.json``). ``--no-dev`` skips
-the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
+Both start from the same pretrained weights, see the same sentences (steps x batch
+of them: one epoch, each in its own trainer's shuffled order), use InfoNCE at
+temperature 0.05 (MNRL's scale 20) without an MLP head, AdamW with a linear schedule
+and no warm-up. Reported: examples/s of each and STS-B dev / SICK-R trial Spearman
+after the same number of steps, scored by the same evaluator. Both run one after the
+other, ``--repeats`` times, the order alternating (ours first, then theirs first,
+...), and each repeat's ratio of examples/s is reported: on a machine other processes
+share, the two of a repeat see about the same load. Each trainer runs in a fresh
+process of its own: what one sets for its whole process (our trainer keeps freed
+memory for reuse on CPU, training/host_memory.py) does not carry over to the other.
+The load average before and after each trainer is recorded. ``--interleaved`` runs
+each repeat's two trainers at once in two processes that take their steps in turn
+instead (ours, theirs, ours, ...: one waits while the other steps), each timing its
+own turns (a turn: from one step's first forward call to the next's, so data, logging
+and the update are in it; the last one ends when the trainer returns): both meet the
+machine as it is at the same moments, which a shared or throttled machine changes from
+one minute to the next. ``--against-itself ours|theirs`` is the check of that method:
+one trainer in both processes, whose two examples/s should agree (written to
+``benchmarks/results/simcse_training_against_itself_<trainer>.json``). ``--no-dev``
+skips the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
 (default: the offline mirror's ``wiki/wiki1m_head.txt``). Results are printed as
 Markdown and written to ``benchmarks/results/simcse_training.json`` with the command,
@@ -79,8 +82,6 @@ def main() -> None:
 
     wanted = args.steps * args.batch_size
     sentences = read_sentences(args.sentences, wanted)
-    # Interleaved, each trainer's process scores the dev sets itself.
-    dev = None if args.no_dev or args.interleaved else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
     repeats = []
     for repeat in range(args.repeats):
         order = (train_ours, train_theirs) if repeat % 2 == 0 else (train_theirs, train_ours)
@@ -90,7 +91,7 @@ def main() -> None:
         else:
             for trainer in order:
                 load_before = os.getloadavg()[0]
-                name, seconds, scores = trainer(args, sentences, dev)
+                name, seconds, scores = in_own_process(trainer, args, sentences)
                 row[name] = {"seconds": round(seconds, 1), "examples_per_second": round(wanted / seconds, 1),
                              "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
                              **{k: round(v, 2) for k, v in scores.items()}}
@@ -114,6 +115,25 @@ def main() -> None:
         ours, theirs = row["ours"], row["sentence_transformers_mnrl"]
         print(f"| {number} | {row['first']} | {ours['examples_per_second']} | {theirs['examples_per_second']} "
               f"| {row['ratio']} | {ours.get('stsb_dev', '-')} | {theirs.get('stsb_dev', '-')} |")
+
+
+def in_own_process(trainer, args, sentences) -> tuple[str, float, dict]:
+    """``trainer``'s run (its name, wall seconds and dev scores) in a fresh process."""
+    context = multiprocessing.get_context("spawn")
+    reports = context.Queue()
+    worker = context.Process(target=run_alone, args=(trainer, args, sentences, reports))
+    worker.start()
+    report = reports.get()
+    worker.join()
+    if worker.exitcode != 0:
+        raise RuntimeError(f"a trainer's process ended with exit code {worker.exitcode}")
+    return report
+
+
+def run_alone(trainer, args, sentences, reports) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    dev = None if args.no_dev else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
+    reports.put(trainer(args, sentences, dev))
 
 
 def interleaved(args, sentences, order) -> dict:

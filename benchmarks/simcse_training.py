@@ -75,6 +75,7 @@ def main() -> None:
                         help="the two trainers in two processes taking their steps in turn")
     parser.add_argument("--against-itself", choices=("ours", "theirs"),
                         help="interleave one trainer with itself (the method's check)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"the results file (default {RESULTS})")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.against_itself:
@@ -107,8 +108,8 @@ def main() -> None:
         "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
     print("| repeat | first | ours examples/s | sentence-transformers examples/s | ratio | ours STS-B dev | theirs STS-B dev |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for number, row in enumerate(repeats, start=1):
@@ -163,13 +164,31 @@ def interleaved(args, sentences, order) -> dict:
 
 
 def run_record() -> dict:
-    """What identifies this run: its command, the machine, torch and the commit."""
+    """What identifies this run: its command, the machine (its CPU: runs on other CPUs
+    differ by 2x here), torch, the commit, and glibc's malloc tunables when the
+    environment sets them (they change both trainers' speed, training/host_memory.py)."""
     return {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
+        "cpu": cpu_description(),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
+        **({"glibc_tunables": os.environ["GLIBC_TUNABLES"]} if os.environ.get("GLIBC_TUNABLES") else {}),
     }
+
+
+def cpu_description() -> str:
+    """The CPU's model name and its wide vector and matrix units (Linux; else the
+    platform's word for it)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    units = [name for name, flag in (("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
+    return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
 
 
 def against_itself(args) -> None:

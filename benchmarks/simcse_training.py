@@ -25,9 +25,12 @@ one trainer in both processes, whose two examples/s should agree (written to
 ``benchmarks/results/simcse_training_against_itself_<trainer>.json``). ``--no-dev``
 skips the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
-(default: the offline mirror's ``wiki/wiki1m_head.txt``). Results are printed as
-Markdown and written to ``benchmarks/results/simcse_training.json`` with the command,
-machine, torch version and git commit.
+(default: the offline mirror's ``wiki/wiki1m_head.txt``). ``--no-retain-freed-memory``
+trains ours under glibc's malloc defaults, and ``GLIBC_TUNABLES`` in the environment
+gives both trainers other ones (recorded in the results): what the allocator setting
+contributes. Results are printed as Markdown and written to
+``benchmarks/results/simcse_training.json`` (or ``--output``) with the command, the
+machine and its CPU, torch version and git commit.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def main() -> None:
     parser.add_argument("--against-itself", choices=("ours", "theirs"),
                         help="interleave one trainer with itself (the method's check)")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"the results file (default {RESULTS})")
+    parser.add_argument("--no-retain-freed-memory", dest="retain_freed_memory", action="store_false",
+                        help="our trainer under glibc's malloc defaults (training.retain_freed_memory: false)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.against_itself:
@@ -106,6 +111,7 @@ def main() -> None:
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
         "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
+        "ours_retains_freed_memory": args.retain_freed_memory,
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -283,7 +289,8 @@ def train_ours(args, sentences, dev, timer=wall_clock):
     encoder, tokenizer = load_pretrained(args.encoder)
     model = ContrastiveModel(encoder, args.pooling, build_method("simcse", {"use_mlp": False}))
     config = TrainingConfig(learning_rate=args.learning_rate, batch_size=args.batch_size, max_steps=args.steps,
-                            max_length=args.max_length, eval_every=0, device="cpu", max_grad_norm=None)
+                            max_length=args.max_length, eval_every=0, device="cpu", max_grad_norm=None,
+                            retain_freed_memory=None if args.retain_freed_memory else False)
     ids = tokenize_sentences(tokenizer, sentences, args.max_length)
     trained = []
     seconds = timer(lambda: trained.append(train(model, tokenizer, ids, config)), model)

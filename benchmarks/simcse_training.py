@@ -12,8 +12,8 @@ after the same number of steps, scored by the same evaluator. Both run one after
 other, ``--repeats`` times, the order alternating (ours first, then theirs first,
 ...), and each repeat's ratio of examples/s is reported: on a machine other processes
 share, the two of a repeat see about the same load. Each trainer runs in a fresh
-process of its own: what one sets for its whole process (our trainer keeps freed
-memory for reuse on CPU, training/host_memory.py) does not carry over to the other.
+process of its own, as a user's run is: the heap one has grown does not serve the
+other (in one process the peer ran ~13% faster after ours, docs/results.md).
 The load average before and after each trainer is recorded. ``--interleaved`` runs
 each repeat's two trainers at once in two processes that take their steps in turn
 instead (ours, theirs, ours, ...: one waits while the other steps), each timing its
@@ -25,10 +25,9 @@ one trainer in both processes, whose two examples/s should agree (written to
 ``benchmarks/results/simcse_training_against_itself_<trainer>.json``). ``--no-dev``
 skips the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
-(default: the offline mirror's ``wiki/wiki1m_head.txt``). ``--no-retain-freed-memory``
-trains ours under glibc's malloc defaults, and ``GLIBC_TUNABLES`` in the environment
-gives both trainers other ones (recorded in the results): what the allocator setting
-contributes. Results are printed as Markdown and written to
+(default: the offline mirror's ``wiki/wiki1m_head.txt``). ``GLIBC_TUNABLES`` in the
+environment gives both trainers other malloc thresholds (recorded in the results).
+Results are printed as Markdown and written to
 ``benchmarks/results/simcse_training.json`` (or ``--output``) with the command, the
 machine and its CPU, torch version and git commit.
 """
@@ -79,8 +78,6 @@ def main() -> None:
     parser.add_argument("--against-itself", choices=("ours", "theirs"),
                         help="interleave one trainer with itself (the method's check)")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"the results file (default {RESULTS})")
-    parser.add_argument("--no-retain-freed-memory", dest="retain_freed_memory", action="store_false",
-                        help="our trainer under glibc's malloc defaults (training.retain_freed_memory: false)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.against_itself:
@@ -111,7 +108,6 @@ def main() -> None:
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
         "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
-        "ours_retains_freed_memory": args.retain_freed_memory,
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +168,7 @@ def interleaved(args, sentences, order) -> dict:
 def run_record() -> dict:
     """What identifies this run: its command, the machine (its CPU: runs on other CPUs
     differ by 2x here), torch, the commit, and glibc's malloc tunables when the
-    environment sets them (they change both trainers' speed, training/host_memory.py)."""
+    environment sets them (they change both trainers' speed: docs/results.md)."""
     return {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
@@ -289,8 +285,7 @@ def train_ours(args, sentences, dev, timer=wall_clock):
     encoder, tokenizer = load_pretrained(args.encoder)
     model = ContrastiveModel(encoder, args.pooling, build_method("simcse", {"use_mlp": False}))
     config = TrainingConfig(learning_rate=args.learning_rate, batch_size=args.batch_size, max_steps=args.steps,
-                            max_length=args.max_length, eval_every=0, device="cpu", max_grad_norm=None,
-                            retain_freed_memory=None if args.retain_freed_memory else False)
+                            max_length=args.max_length, eval_every=0, device="cpu", max_grad_norm=None)
     ids = tokenize_sentences(tokenizer, sentences, args.max_length)
     trained = []
     seconds = timer(lambda: trained.append(train(model, tokenizer, ids, config)), model)

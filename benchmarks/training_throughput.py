@@ -19,10 +19,10 @@ sentence twice), MFU and peak memory, and the cost of one dev evaluation (STS-B 
 + SICK-R trial, what the paper runs every 125/250 steps) as seconds and as a share
 of 125 steps. sentence-transformers' ``MultipleNegativesRankingLoss`` trainer runs
 as the peer in the same process, on the same encoder, sentences, batch, length and
-precision (on CPU it so inherits the allocator thresholds our trainer sets for the
-process, training/host_memory.py: a comparison in its favour; simcse_training.py runs
-each trainer in a process of its own). ``--ablation`` measures each speed setting on
-and off for SimCSE.
+precision (so on CPU it finds the heap our trainer's run has grown, which made its
+steps ~13% faster than in a fresh process on the AVX-512 machine: simcse_training.py
+runs each trainer in a process of its own). ``--ablation`` measures each speed setting
+on and off for SimCSE.
 ``--profile N`` adds where a step goes (torch.profiler) and the host reads of one
 step with the line behind each (on a GPU, each read is a wait for the device).
 ``--no-cpu-shortcuts`` trains on CPU the way a GPU does (no packing of real tokens,
@@ -587,8 +587,6 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[
         ("AdamW not fused", {"fused_optimizer": False}, {}),
         ("no pinned memory", {"pin_memory": False}, {}),
         ("2 loader workers", {"loader_workers": 2}, {}),
-        ("freed host memory handed back (retain_freed_memory off)", {"retain_freed_memory": False}, {}),
-        ("freed host memory kept (retain_freed_memory on)", {"retain_freed_memory": True}, {}),
         ("loss read back every step", {}, {"host_sync": True}),
         ("torch.compile (training.compile)", {"compile": True}, {}),
         ("static shapes (every batch padded to max_length)", {"static_shapes": True}, {}),
@@ -596,17 +594,12 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[
         ("torch.compile reduce-overhead (CUDA graphs), static shapes",
          {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
     ]
-    # retain_freed_memory's default is on for CPU, off for CUDA: the row is the other value.
-    other_allocator = "(retain_freed_memory on)" if device.type == "cuda" else "(retain_freed_memory off)"
-    variants = [v for v in variants if "retain_freed_memory" not in v[0] or v[0].endswith(other_allocator)]
     if device.type != "cuda":
         variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]
                     and "CUDA graphs" not in v[0]]
     rows = []
     for label, settings, extra in variants:
-        # accelerate holds one precision per process, and the allocator setting is for the
-        # whole process and stays: a fresh one.
-        if "mixed_precision" in settings or "retain_freed_memory" in settings:
+        if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
             rows.append(variant_in_subprocess(label, shape, args, settings))
             print(f"  {label}: {rows[-1].get('examples_per_second', rows[-1].get('error'))} examples/s", flush=True)
             continue

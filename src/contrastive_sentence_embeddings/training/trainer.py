@@ -68,7 +68,6 @@ from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
-from contrastive_sentence_embeddings.training.host_memory import keep_freed_memory
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
 logger = logging.getLogger(__name__)
@@ -150,11 +149,6 @@ class TrainingConfig:
     # them (Hugging Face's activation checkpointing): less memory for about one more
     # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
     gradient_checkpointing: bool = field(default=False, metadata=flag())
-    # Keep freed host memory in the process for reuse instead of handing it back to the
-    # kernel after every step (training/host_memory.py: glibc's malloc thresholds, for the
-    # whole process, not undone): ~7% of a CPU step went to faulting the same blocks in
-    # again. null: on when training on CPU; true: on any device; false: glibc's defaults.
-    retain_freed_memory: bool | None = field(default=None, metadata=flag(null=True))
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -331,7 +325,7 @@ def data_digest(examples: Sequence) -> str:
 # Settings that change how fast a run goes, not what it computes (up to float rounding):
 # a checkpoint resumes under other values of them.
 SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile", "compile_mode",
-                  "static_shapes", "retain_freed_memory")
+                  "static_shapes")
 
 
 def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
@@ -398,14 +392,6 @@ def enable_gradient_checkpointing(encoder: torch.nn.Module) -> None:
     # activation_checkpointing_enable; both take the checkpoint's keyword arguments first.
     enable = getattr(encoder, "activation_checkpointing_enable", None) or encoder.gradient_checkpointing_enable
     enable({"use_reentrant": False})
-
-
-def retains_freed_memory(config: TrainingConfig, device: torch.device) -> bool:
-    """Whether a run on ``device`` keeps freed host memory for reuse
-    (``training.retain_freed_memory``; null: on CPU)."""
-    if config.retain_freed_memory is None:
-        return device.type == "cpu"
-    return config.retain_freed_memory
 
 
 def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torch.device | None = None
@@ -756,8 +742,6 @@ def train(
         # Process-wide, as transformers' Trainer sets it: the float32 matrix products left
         # outside autocast (the loss's similarity matrices, a fp32 run) on TF32 units.
         torch.backends.cuda.matmul.allow_tf32 = bool(config.tf32)
-    if retains_freed_memory(config, accelerator.device):
-        keep_freed_memory()
     global_batch = config.batch_size * processes
     if len(examples) < global_batch:
         raise ValueError(f"{len(examples)} training examples cannot fill a batch of {config.batch_size}"

@@ -41,6 +41,7 @@ import logging
 import multiprocessing
 import os
 import platform
+import queue
 import sys
 import tempfile
 import time
@@ -126,11 +127,30 @@ def in_own_process(trainer, args, sentences) -> tuple[str, float, dict]:
     reports = context.Queue()
     worker = context.Process(target=run_alone, args=(trainer, args, sentences, reports))
     worker.start()
-    report = reports.get()
-    worker.join()
-    if worker.exitcode != 0:
-        raise RuntimeError(f"a trainer's process ended with exit code {worker.exitcode}")
+    (report,) = collect(reports, [worker])
     return report
+
+
+def collect(reports, workers) -> list:
+    """One report from each of ``workers`` (processes that put one on ``reports``), then
+    their exits; a process that ends without reporting (killed, out of memory) or with
+    an error is an error here, not a wait for ever."""
+    received = []
+    while len(received) < len(workers):
+        try:
+            received.append(reports.get(timeout=5))
+        except queue.Empty:
+            ended = [worker for worker in workers if worker.exitcode is not None and worker.exitcode != 0]
+            if ended or all(worker.exitcode is not None for worker in workers):
+                for worker in workers:
+                    worker.kill()
+                codes = ", ".join(str(worker.exitcode) for worker in workers)
+                raise RuntimeError(f"a trainer's process ended without its report (exit codes {codes})") from None
+    for worker in workers:
+        worker.join()
+        if worker.exitcode != 0:
+            raise RuntimeError(f"a trainer's process ended with exit code {worker.exitcode}")
+    return received
 
 
 def run_alone(trainer, args, sentences, reports) -> None:
@@ -153,11 +173,7 @@ def interleaved(args, sentences, order) -> dict:
                for index, trainer in enumerate(order)]
     for worker in workers:
         worker.start()
-    rows = dict(reports.get() for _ in workers)
-    for worker in workers:
-        worker.join()
-        if worker.exitcode != 0:
-            raise RuntimeError(f"a trainer's process ended with exit code {worker.exitcode}")
+    rows = dict(collect(reports, workers))
     wanted = args.steps * args.batch_size
     for row in rows.values():
         row.update(examples_per_second=round(wanted / row["seconds"], 1),

@@ -90,8 +90,14 @@ def test_static_shapes_pad_every_batch_to_max_length_and_train_as_dynamic_paddin
     moved = max(float((value - no_dropout_bert.state_dict()[key]).abs().max()) for key, value in
                 static.best_state.items() if key in no_dropout_bert.state_dict())
     assert moved > 1e-3  # it trained
+    # The losses above are the sharp check. AdamW divides each gradient by its running
+    # RMS, so where an element's gradient is near zero the float rounding in it (the two
+    # runs sum over differently padded rows, in an order the CPU's kernels choose) sets a
+    # step of up to the learning rate: the weights must agree to 2% of how far training
+    # moved them (1.3e-5 against 2.5e-3 on an AVX-512 CPU, where 1e-5 flaked), where a
+    # padding fault moves them by whole steps.
     for key, value in dynamic.best_state.items():
-        torch.testing.assert_close(static.best_state[key], value, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(static.best_state[key], value, rtol=0, atol=0.02 * moved)
 
 
 def test_a_compiled_static_run_trains_as_eager_and_scores_outside_the_graph(no_dropout_bert, tokenizer, sentences):

@@ -35,7 +35,9 @@ def smoke_run(tmp_path_factory, mirror_dir):
     output, traces = folder / "result.json", folder / "traces"
     command = [sys.executable, "-c", NOT_ON_THE_DEVICE, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny",
                "--methods", ",".join(sorted(METHODS)), "--steps", "1", "--warmup", "1", "--no-peer",
-               "--profile", "2", "--trace-dir", str(traces), "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--output", str(output)]
+               "--profile", "2", "--trace-dir", str(traces), "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--output", str(output),
+               # the word "no", as Kedro's configuration reads it (YAML 1.1 would make it false)
+               "--set", "mixed_precision=no"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -50,6 +52,7 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
     for name, row in rows.items():
         assert "error" not in row, row
         assert row["cpu_shortcuts"] is False
+        assert row["precision"] == "no"  # --set mixed_precision=no reached the trainer as the word
         assert row["examples_per_second"] > 0 and row["step_ms"] > 0
         if name != "clsr":  # CLSR trains on cached embeddings: no tokens
             assert 0 < row["padding_share"] < 1  # real batches: some padding, not all

@@ -35,7 +35,7 @@ from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import results_commit
+from contrastive_sentence_embeddings.provenance import cpu_description, results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -191,6 +191,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--dev", action="store_true", help="also time one dev evaluation")
+    parser.add_argument("--output", type=Path, default=RESULTS, help=f"the results file (default {RESULTS})")
     parser.add_argument("--only-before", action="store_true",
                         help="of the ablation, only the run before issue 23 (quick runs on a busy machine)")
     args = parser.parse_args()
@@ -228,6 +229,7 @@ def main() -> None:
     report = {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "cpu": cpu_description(),
         "load_average_at_start_and_end": None, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         # Packing and the fused update must not change the loss curve beyond rounding: every
@@ -244,8 +246,8 @@ def main() -> None:
     if args.dev:
         report["dev_evaluation"] = dev_evaluation_seconds(encoder, tokenizer)
     report["load_average_at_start_and_end"] = [LOAD_AT_START, list(os.getloadavg())]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
     phases = list(runs["ours"])
     print("| run | " + " | ".join(phases) + " | step (wall s) | step (CPU s) |")
     print("|---|" + "---:|" * (len(phases) + 2))

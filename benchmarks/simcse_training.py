@@ -55,7 +55,7 @@ from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_en
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import results_commit
+from contrastive_sentence_embeddings.provenance import cpu_description, results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
@@ -193,20 +193,6 @@ def run_record() -> dict:
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         **({"glibc_tunables": os.environ["GLIBC_TUNABLES"]} if os.environ.get("GLIBC_TUNABLES") else {}),
     }
-
-
-def cpu_description() -> str:
-    """The CPU's model name and its wide vector and matrix units (Linux; else the
-    platform's word for it)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return platform.processor() or platform.machine()
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
-    flags = set(fields.get("flags", "").split())
-    units = [name for name, flag in (("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
-    return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
 
 
 def against_itself(args) -> None:

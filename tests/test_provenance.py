@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -191,3 +192,18 @@ def test_seeds_scored_with_other_settings_are_not_averaged_but_a_batch_size_over
     kept, left_out = provenance.runs_of_one_configuration([*ours, folds])
     assert kept == ours
     assert left_out == {"simcse.seed44": "scored with other evaluation settings: k_folds 10 (kept runs: 5)"}
+
+
+def test_the_cpu_is_named_with_its_wide_units():
+    from contrastive_sentence_embeddings.provenance import cpu_description
+
+    described = cpu_description()
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        assert described
+        return
+    text = cpuinfo.read_text(encoding="utf-8")
+    model = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name"))
+    flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags"))
+    assert described.startswith(model)
+    assert ("AVX-512" in described) == ("avx512f" in flags) and ("AMX" in described) == ("amx_tile" in flags)

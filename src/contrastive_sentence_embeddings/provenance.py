@@ -206,6 +206,23 @@ def results_commit(root: Path | str) -> str:
     return commit.strip() + ("+dirty" if status and status.strip() else "")
 
 
+def cpu_description() -> str:
+    """The CPU a benchmark ran on: its model name and whether it has AVX-512 and AMX
+    (Linux's /proc/cpuinfo; elsewhere the platform's word for it). CPU timings differ
+    2x between such machines, so a results file names it."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = {key.strip(): value.strip() for key, _, value in
+              (line.partition(":") for line in info.splitlines() if ":" in line)}
+    flags = set(fields.get("flags", "").split())
+    units = [name for name, flag in (("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
+    return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
+
+
 def code_version(root: Path | str | None = None) -> dict:
     """The code a result came from: git commit, dirty, and the package's ``source_hash``."""
     return {**git_state(root), "source_hash": source_hash()}

@@ -696,16 +696,6 @@ PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step m
                    ("error", "error")]
 
 
-def setting_value(text: str):
-    """A ``--set`` value read as Kedro's configuration reads YAML: ``true`` and ``false``
-    are the only booleans (YAML 1.1's yes/no/on/off stay words, so
-    ``mixed_precision=no`` is "no", not false)."""
-    value = yaml.safe_load(text)
-    if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
-        return text.strip()
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
@@ -739,7 +729,7 @@ def main() -> None:
         key, _, value = item.partition("=")
         if not key or not _:
             parser.error(f"--set {item!r}: expected KEY=VALUE")
-        args.training_settings[key] = setting_value(value)
+        args.training_settings[key] = yaml.safe_load(value)  # as Kedro's --params types it
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

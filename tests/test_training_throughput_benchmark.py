@@ -36,7 +36,7 @@ def smoke_run(tmp_path_factory, mirror_dir):
     command = [sys.executable, "-c", NOT_ON_THE_DEVICE, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny",
                "--methods", ",".join(sorted(METHODS)), "--steps", "1", "--warmup", "1", "--no-peer",
                "--profile", "2", "--trace-dir", str(traces), "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--output", str(output),
-               # the word "no", as Kedro's configuration reads it (YAML 1.1 would make it false)
+               # YAML reads the word as false: the training settings take it as "no"
                "--set", "mixed_precision=no"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)

@@ -60,6 +60,12 @@ def test_steps_and_unknown_settings():
         TrainingConfig.from_params({"schedule": "exponential"})
     with pytest.raises(ValueError, match="unknown optimizer 'lamb'"):
         TrainingConfig.from_params({"optimizer": "lamb"})
+    with pytest.raises(ValueError, match="unknown mixed_precision 'bf61'"):
+        TrainingConfig.from_params({"mixed_precision": "bf61"})
+    # YAML, Kedro's OmegaConf included, reads an unquoted `mixed_precision: no` as false
+    assert TrainingConfig.from_params({"mixed_precision": False}).mixed_precision == "no"
+    with pytest.raises(ValueError, match="unknown mixed_precision True"):
+        TrainingConfig.from_params({"mixed_precision": True})
 
 
 def test_sgd_has_momentum_and_the_same_decay_groups():

@@ -83,6 +83,8 @@ _STAGING_PREFIX = ".staging-step-"
 _CLAIMED: dict[Path, HeldLocks] = {}
 SCHEDULES = ("linear", "cosine", "slanted_triangular", "constant")
 OPTIMIZERS = ("adamw", "sgd")
+# accelerate's precisions, and auto (bf16 or fp16 on CUDA, none on CPU).
+MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16", "fp8")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that replay CUDA graphs
 # What to do when a checkpoint does not fit on its disk (scratch.explained_no_space).
@@ -158,6 +160,11 @@ class TrainingConfig:
         config = cls(**params)
         if config.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        if config.mixed_precision is False:  # YAML (Kedro's OmegaConf too) reads an unquoted `no` as false
+            config.mixed_precision = "no"
+        if config.mixed_precision not in MIXED_PRECISIONS:
+            raise ValueError(f"unknown mixed_precision {config.mixed_precision!r}; choose one of "
+                             f"{', '.join(MIXED_PRECISIONS)}")
         if config.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)

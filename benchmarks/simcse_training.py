@@ -140,8 +140,8 @@ def collect(reports, workers) -> list:
         try:
             received.append(reports.get(timeout=5))
         except queue.Empty:
-            ended = [worker for worker in workers if worker.exitcode is not None and worker.exitcode != 0]
-            if ended or all(worker.exitcode is not None for worker in workers):
+            failed = any(worker.exitcode not in (None, 0) for worker in workers)
+            if failed or all(worker.exitcode is not None for worker in workers):
                 for worker in workers:
                     worker.kill()
                 codes = ", ".join(str(worker.exitcode) for worker in workers)

@@ -50,6 +50,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -210,8 +211,6 @@ def cpu_description() -> str:
     """The CPU a benchmark ran on: its model name and whether it has AVX-512 and AMX
     (Linux's /proc/cpuinfo; elsewhere the platform's word for it). CPU timings differ
     2x between such machines, so a results file names it."""
-    import platform
-
     try:
         info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:

@@ -19,11 +19,13 @@ import argparse
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
-import yaml
-
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
+
+from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 # Training-set sizes of the paper runs (docs/data_scale.md, conf/paper comments).
 PAPER_EXAMPLES = {
     "simcse": ("wiki1m sentences", 1_000_000),
@@ -41,7 +43,7 @@ def paper_training(block: str) -> dict:
     for env in ("base", "paper"):
         path = PROJECT_ROOT / "conf" / env / f"parameters_{block}.yml"
         if path.is_file():
-            merged.update(((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(block) or {}).get(
+            merged.update(((read_parameters_yaml(path.read_text(encoding="utf-8")) or {}).get(block) or {}).get(
                 "training") or {})
     return merged
 

@@ -62,12 +62,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
+from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
@@ -169,15 +169,15 @@ def method_block(name: str, overrides: dict) -> MethodBlock:
     for env in ("base", "paper"):
         path = PROJECT_ROOT / "conf" / env / f"parameters_{block_name}.yml"
         if path.is_file():
-            block = merge(block, (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(block_name, {}))
+            block = merge(block, (read_parameters_yaml(path.read_text(encoding="utf-8")) or {}).get(block_name, {}))
     block = merge(block, overrides)
     return MethodBlock.from_params(block, block_name)
 
 
 def paper_spans(mirror: Path) -> dict:
     path = PROJECT_ROOT / "conf" / "paper" / "parameters_data_processing.yml"
-    paper = yaml.safe_load(path.read_text(encoding="utf-8"))["data_processing"]["declutr_spans"]
-    base = yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "parameters_data_processing.yml").read_text(
+    paper = read_parameters_yaml(path.read_text(encoding="utf-8"))["data_processing"]["declutr_spans"]
+    base = read_parameters_yaml((PROJECT_ROOT / "conf" / "base" / "parameters_data_processing.yml").read_text(
         encoding="utf-8"))["data_processing"]["declutr_spans"]
     return {**base, **paper, "seed": 42}  # null there: the shared seed
 
@@ -729,7 +729,7 @@ def main() -> None:
         key, _, value = item.partition("=")
         if not key or not _:
             parser.error(f"--set {item!r}: expected KEY=VALUE")
-        args.training_settings[key] = yaml.safe_load(value)  # as Kedro's --params types it
+        args.training_settings[key] = read_parameters_yaml(value)  # as Kedro's --params types it
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():

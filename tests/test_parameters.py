@@ -28,6 +28,7 @@ from contrastive_sentence_embeddings.config import (
     check_overlay_keys,
     explain_parameter_error,
     parse_params_text,
+    read_parameters_yaml,
     run_blocks,
     split_params_text,
     with_shared_values,
@@ -159,6 +160,35 @@ def test_bad_params_text_is_named():
         parse_params_text("a=1,43")
     with pytest.raises(ParameterError, match=r"declutr.seeds=\[42,43: the value is not valid YAML"):
         parse_params_text("declutr.seeds=[42,43")
+
+
+# --- reading parameter files without Kedro -------------------------------------------------
+SCALARS = ["1e-5", "3e-05", "-2E+3", "1_000e3", "3.0e-5", ".5", "1_000", "0x10", "no", "off", "yes", "null",
+           "2024-01-01", "2024-01-01 10:00:00", "1:30", ".inf", "6e", "e5", "1e-5x", "'1e-5'", "[1e-5, no]",
+           "{a: 1E5, b: 2024-01-01}", "bert-base-uncased", "0.1.2"]
+
+
+@pytest.mark.parametrize("text", SCALARS)
+def test_a_parameter_value_read_without_kedro_is_typed_as_kedro_types_it(text):
+    """The benchmarks read conf and --set without Kedro (OmegaConf is not on the GPU image):
+    1e-5 must be a float there too (plain YAML 1.1 makes it a string), a date a string."""
+    from omegaconf import OmegaConf
+
+    expected = OmegaConf.to_container(OmegaConf.create(f"value: {text}"))["value"]
+    read = read_parameters_yaml(f"value: {text}")["value"]
+    assert read == expected and type(read) is type(expected)
+
+
+def test_every_shipped_parameter_file_reads_the_same_without_kedro():
+    from omegaconf import OmegaConf
+
+    files = sorted((PROJECT_ROOT / "conf").glob("*/parameters*.yml")) + [PROJECT_ROOT / "params.yaml"]
+    assert len(files) > 10
+    for path in files:
+        assert read_parameters_yaml(path.read_text(encoding="utf-8")) == OmegaConf.to_container(
+            OmegaConf.load(path)), path
+    # the difference the reader is for; PyYAML's own safe loader is left as it was
+    assert yaml.safe_load("value: 1e-5") == {"value": "1e-5"}
 
 
 def kedro(root: Path, mirror: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -36,8 +36,9 @@ def smoke_run(tmp_path_factory, mirror_dir):
     command = [sys.executable, "-c", NOT_ON_THE_DEVICE, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny",
                "--methods", ",".join(sorted(METHODS)), "--steps", "1", "--warmup", "1", "--no-peer",
                "--profile", "2", "--trace-dir", str(traces), "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--output", str(output),
-               # YAML reads the word as false: the training settings take it as "no"
-               "--set", "mixed_precision=no"]
+               # YAML reads the word as false: the training settings take it as "no"; YAML 1.1 reads an
+               # exponent without a dot as a string, Kedro (OmegaConf) as a float: so must --set
+               "--set", "mixed_precision=no", "--set", "learning_rate=1e-5"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -49,6 +50,7 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
     rows = {row["method"]: row for row in report["rows"]}
     assert set(rows) == METHODS
     assert report["cpu_shortcuts"] is False
+    assert report["training_settings"]["learning_rate"] == pytest.approx(1e-5)
     for name, row in rows.items():
         assert "error" not in row, row
         assert row["cpu_shortcuts"] is False

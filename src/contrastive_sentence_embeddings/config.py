@@ -868,6 +868,28 @@ def _value_at(tree, path: str, absent=None):
     return tree
 
 
+class ParameterYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader typing scalars the way Kedro's configuration loader
+    (OmegaConf's) does, for code that reads parameter files without Kedro (the
+    benchmarks, which run where OmegaConf is not installed). Plain YAML 1.1 reads
+    ``1e-5`` as a string (its floats need a dot) and ``2024-01-01`` as a date; OmegaConf
+    reads the first as a float and keeps the second a string. Booleans stay YAML 1.1's in
+    both (an unquoted ``no`` is false)."""
+
+
+ParameterYamlLoader.yaml_implicit_resolvers = {  # a copy: SafeLoader's own table stays as it is
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+ParameterYamlLoader.add_implicit_resolver(  # an exponent without a dot: 1e-5, -2E+3, 1_000e3
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def read_parameters_yaml(text: str):
+    """YAML text (a parameter file, a ``--set`` value) with its values typed as Kedro
+    types them (:class:`ParameterYamlLoader`)."""
+    return yaml.load(text, Loader=ParameterYamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def split_params_text(text: str) -> list[str]:
     """``kedro run --params`` text split into its ``key=value`` items at the commas that
     are not inside brackets or braces: ``a=[1,2],b={x: 1, y: 2},c=3`` has three items

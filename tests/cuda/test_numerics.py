@@ -278,13 +278,12 @@ def assert_within(label: str, candidate: Step, reference: Step, tolerance: Toler
 def shipped_block(block: str) -> dict:
     """A method block as conf/base ships it (its ``kind``, ``pooling``, ``method``, and
     ``views``/``objective`` when it has them), read from the YAML file directly: the
-    project's config loader needs Kedro."""
-    import yaml
-
+    project's config loader needs Kedro (the values typed as Kedro types them)."""
+    from contrastive_sentence_embeddings.config import read_parameters_yaml
     from tests.helpers import PROJECT_ROOT
 
     path = PROJECT_ROOT / "conf" / "base" / f"parameters_{block}.yml"
-    return yaml.safe_load(path.read_text(encoding="utf-8"))[block]
+    return read_parameters_yaml(path.read_text(encoding="utf-8"))[block]
 
 
 def build_encoder(dropout: float, attention: str):

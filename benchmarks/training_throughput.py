@@ -709,7 +709,8 @@ def main() -> None:
     parser.add_argument("--ablation", action="store_true")
     parser.add_argument("--scaling", default="", help="SimCSE batch sizes to add, e.g. 256,1024")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                        help="a training setting for every run (a YAML value), e.g. --set mixed_precision=no")
+                        help="a training setting for every run, typed as Kedro types conf values (1e-5 a float, "
+                             "an unquoted no false, taken as \"no\"), e.g. --set mixed_precision=no")
     parser.add_argument("--no-eval-cost", dest="eval_cost", action="store_false")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="also profile this many steps of every method (torch.profiler): where a step goes")

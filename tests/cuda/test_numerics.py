@@ -309,9 +309,9 @@ def batches(mirror_dir, tokenizer) -> dict[str, dict]:
     from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
     from contrastive_sentence_embeddings.encoding import pad_batch
     from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
+    from tests.helpers import wiki_sentences
 
-    lines = (mirror_dir / "wiki" / "wiki1m_head.txt").read_text(encoding="utf-8").splitlines()
-    sentences = [line.strip() for line in lines if len(line.split()) >= 6][:SENTENCES]
+    sentences = [line.strip() for line in wiki_sentences(mirror_dir, min_words=6, limit=SENTENCES)]
     ids = tokenizer(sentences, truncation=True, max_length=MAX_LENGTH)["input_ids"]
 
     articles = wikipedia.parse_wikitext(RawFile(mirror_dir / "longdocs" / "wikitext-2.valid.txt"),

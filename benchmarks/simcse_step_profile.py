@@ -35,7 +35,7 @@ from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import cpu_description, results_commit
+from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -229,7 +229,7 @@ def main() -> None:
     report = {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "cpu": cpu_description(),
+        "cpu": cpu_description(), "environment": tuning_environment(),
         "load_average_at_start_and_end": None, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         # Packing and the fused update must not change the loss curve beyond rounding: every

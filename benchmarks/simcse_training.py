@@ -26,7 +26,8 @@ one trainer in both processes, whose two examples/s should agree (written to
 skips the dev scores (for quick runs on a busy machine). ``--sentences`` is a Kedro
 ``wiki_sentences`` ArrowDataset folder or a text file with one sentence per line
 (default: the offline mirror's ``wiki/wiki1m_head.txt``). ``GLIBC_TUNABLES`` in the
-environment gives both trainers other malloc thresholds (recorded in the results).
+environment gives both trainers other malloc thresholds (recorded in the results, with
+the other variables ``provenance.tuning_environment`` lists).
 Results are printed as Markdown and written to
 ``benchmarks/results/simcse_training.json`` (or ``--output``) with the command, the
 machine and its CPU, torch version and git commit.
@@ -55,7 +56,7 @@ from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_en
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import cpu_description, results_commit
+from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
@@ -183,15 +184,15 @@ def interleaved(args, sentences, order) -> dict:
 
 def run_record() -> dict:
     """What identifies this run: its command, the machine (its CPU: runs on other CPUs
-    differ by 2x here), torch, the commit, and glibc's malloc tunables when the
-    environment sets them (they change both trainers' speed: docs/results.md)."""
+    differ by 2x here), torch, the commit, and the environment's speed settings
+    (``GLIBC_TUNABLES`` changes both trainers' speed: docs/results.md)."""
     return {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
         "cpu": cpu_description(),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
-        **({"glibc_tunables": os.environ["GLIBC_TUNABLES"]} if os.environ.get("GLIBC_TUNABLES") else {}),
+        "environment": tuning_environment(),
     }
 
 

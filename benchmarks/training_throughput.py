@@ -69,7 +69,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, install
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
@@ -754,7 +754,8 @@ def main() -> None:
         "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
         "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
-        "cpu_threads": torch.get_num_threads(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpu": cpu_description(), "cpu_threads": torch.get_num_threads(), "environment": tuning_environment(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts,
         "rows": [], "peer": [], "ablation": [], "scaling": [], "profiles": [],
     }

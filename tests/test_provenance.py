@@ -207,3 +207,16 @@ def test_the_cpu_is_named_with_its_wide_units():
     flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags"))
     assert described.startswith(model)
     assert ("AVX-512" in described) == ("avx512f" in flags) and ("AMX" in described) == ("amx_tile" in flags)
+
+
+def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():
+    from contrastive_sentence_embeddings.provenance import tuning_environment
+
+    environ = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1",
+               "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+               "TORCHINDUCTOR_CACHE_DIR": "c", "HOME": "/root", "PATH": "/usr/bin", "HF_TOKEN": "secret",
+               "OMP_NUM_THREADS_X": "left out: OMP_ names are listed whole, not matched as a prefix"}
+    assert tuning_environment(environ) == {
+        "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8",
+        "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCHINDUCTOR_CACHE_DIR": "c"}
+    assert list(tuning_environment(environ)) == sorted(tuning_environment(environ))

@@ -222,6 +222,24 @@ def cpu_description() -> str:
     return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
 
 
+# Environment variables that change a run's speed or memory without showing in its
+# command: thread counts, the allocator's thresholds, oneDNN's primitive cache (which
+# holds a packed copy of the weights for every batch shape it has seen in bf16 on CPU:
+# docs/results.md), CUDA's allocator and visible devices, TorchInductor's settings.
+TUNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "PYTORCH_CUDA_ALLOC_CONF",
+                    "CUDA_VISIBLE_DEVICES")
+TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
+
+
+def tuning_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``environ`` (default: this process's) that tune speed or memory
+    (:data:`TUNING_VARIABLES`, names starting with :data:`TUNING_PREFIXES`), sorted: what
+    a benchmark records beside its command so that two runs' figures can be told apart."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in sorted(environ)
+            if name in TUNING_VARIABLES or name.startswith(TUNING_PREFIXES)}
+
+
 def code_version(root: Path | str | None = None) -> dict:
     """The code a result came from: git commit, dirty, and the package's ``source_hash``."""
     return {**git_state(root), "source_hash": source_hash()}

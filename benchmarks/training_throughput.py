@@ -576,45 +576,67 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
 
 
 # --- the ablation -------------------------------------------------------------------------
-def ablation_rows(shape: str, args, inputs, tokenizer, folders, device) -> list[dict]:
-    """SimCSE with each speed setting turned off (or on, where off is the default), one
-    at a time against the default."""
-    variants: list[tuple[str, dict, dict]] = [
-        ("default", {}, {}),
-        ("fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, {}),
-        ("fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, {}),
-        ("eager attention (no SDPA)", {}, {"attention": "eager"}),
-        ("AdamW not fused", {"fused_optimizer": False}, {}),
-        ("no pinned memory", {"pin_memory": False}, {}),
-        ("2 loader workers", {"loader_workers": 2}, {}),
-        ("loss read back every step", {}, {"host_sync": True}),
-        ("torch.compile (training.compile)", {"compile": True}, {}),
-        ("static shapes (every batch padded to max_length)", {"static_shapes": True}, {}),
-        ("torch.compile, static shapes", {"compile": True, "static_shapes": True}, {}),
-        ("torch.compile reduce-overhead (CUDA graphs), static shapes",
-         {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
-    ]
-    if device.type != "cuda":
-        variants = [v for v in variants if "TF32" not in v[0] and "pinned" not in v[0] and "fp32" not in v[0]
-                    and "CUDA graphs" not in v[0]]
-    rows = []
-    for label, settings, extra in variants:
+# SimCSE with each speed setting turned off (or on, where off is the default), one at a
+# time against the default: (key for --ablation, label in the table, training settings,
+# benchmark-only switches).
+ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
+    ("default", "default", {}, {}),
+    ("fp32-tf32", "fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, {}),
+    ("fp32", "fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, {}),
+    ("eager-attention", "eager attention (no SDPA)", {}, {"attention": "eager"}),
+    ("adamw-unfused", "AdamW not fused", {"fused_optimizer": False}, {}),
+    ("unpinned", "no pinned memory", {"pin_memory": False}, {}),
+    ("loader-workers", "2 loader workers", {"loader_workers": 2}, {}),
+    ("host-sync", "loss read back every step", {}, {"host_sync": True}),
+    ("compile", "torch.compile (training.compile)", {"compile": True}, {}),
+    ("static-shapes", "static shapes (every batch padded to max_length)", {"static_shapes": True}, {}),
+    ("compile-static", "torch.compile, static shapes", {"compile": True, "static_shapes": True}, {}),
+    ("cuda-graphs", "torch.compile reduce-overhead (CUDA graphs), static shapes",
+     {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
+]
+CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs")  # nothing to measure on a CPU
+
+
+def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, dict, dict]]:
+    """The variants ``--ablation`` names, in the order it names them (``all``: every
+    variant this device can run, in the table's order). The order is the priority: a run
+    cut short keeps the rows it finished, first to last."""
+    by_key = {variant[0]: variant for variant in ABLATION_VARIANTS}
+    if selection == "all":
+        keys = [key for key in by_key if device_type == "cuda" or key not in CUDA_ONLY_VARIANTS]
+    else:
+        keys = [key.strip() for key in selection.split(",") if key.strip()]
+        unknown = [key for key in keys if key not in by_key]
+        if unknown:
+            raise ValueError(f"unknown ablation variant(s) {unknown}; choose from all, {', '.join(by_key)}")
+        if device_type != "cuda" and (cuda_only := [key for key in keys if key in CUDA_ONLY_VARIANTS]):
+            raise ValueError(f"ablation variant(s) {cuda_only} measure CUDA-only settings; run them with --device cuda")
+    return [by_key[key] for key in dict.fromkeys(keys)]
+
+
+def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: list[dict], on_row=None) -> list[dict]:
+    """SimCSE under each variant of ``args.ablation``, appended to ``rows`` one by one;
+    ``on_row`` is called after each (the report is saved there, so a run stopped in the
+    middle keeps the rows it measured)."""
+    for key, label, settings, extra in ablation_variants(args.ablation, device.type):
         if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
-            rows.append(variant_in_subprocess(label, shape, args, settings))
-            print(f"  {label}: {rows[-1].get('examples_per_second', rows[-1].get('error'))} examples/s", flush=True)
-            continue
-        local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
-                                      "eval_cost": False})
-        trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
-        try:
-            row = run_method("simcse", shape, local, inputs, tokenizer, folders, device, settings=settings)
-            row["variant"] = label
-        except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
-            logger.exception("ablation variant %s failed", label)
-            row = {"variant": label, "error": f"{type(error).__name__}: {error}"[:300]}
-        finally:
-            trainer_module.HOST_SYNC_EVERY_STEP = False
+            row = variant_in_subprocess(label, shape, args, settings)
+        else:
+            local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
+                                          "eval_cost": False})
+            trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
+            try:
+                row = run_method("simcse", shape, local, inputs, tokenizer, folders, device, settings=settings)
+                row["variant"] = label
+            except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
+                logger.exception("ablation variant %s failed", label)
+                row = {"variant": label, "error": f"{type(error).__name__}: {error}"[:300]}
+            finally:
+                trainer_module.HOST_SYNC_EVERY_STEP = False
+        row["variant_key"] = key
         rows.append(row)
+        if on_row is not None:
+            on_row()
         print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
     return rows
 
@@ -706,7 +728,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first; also the timing window")
     parser.add_argument("--attention", default=None, choices=["sdpa", "eager"], help="default: transformers' own")
     parser.add_argument("--no-peer", dest="peer", action="store_false")
-    parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--ablation", nargs="?", const="all", default="", metavar="VARIANTS",
+                        help="also measure SimCSE under each speed setting on and off: all (alone: --ablation), "
+                             "or keys in the order to run them, e.g. default,static-shapes,cuda-graphs; keys: "
+                             + ", ".join(key for key, *_ in ABLATION_VARIANTS))
     parser.add_argument("--scaling", default="", help="SimCSE batch sizes to add, e.g. 256,1024")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a training setting for every run, typed as Kedro types conf values (1e-5 a float, "
@@ -725,6 +750,11 @@ def main() -> None:
         parser.error("--steps must be a multiple of --warmup (the timing window)")
     if args.trace_dir and not args.profile:
         parser.error("--trace-dir needs --profile")
+    if args.ablation:
+        try:
+            ablation_variants(args.ablation, args.device)
+        except ValueError as error:
+            parser.error(f"--ablation: {error}")
     args.training_settings = {}
     for item in args.settings:
         key, _, value = item.partition("=")
@@ -811,9 +841,8 @@ def main() -> None:
                 save()
         if args.ablation:
             print("ablation (SimCSE) ...", flush=True)
-            report["ablation"] = ablation_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer,
-                                               folders, device)
-            save()
+            ablation_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer, folders, device,
+                          report["ablation"], on_row=save)
     if args.scaling:
         print("batch scaling (SimCSE) ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:

@@ -95,3 +95,36 @@ def test_the_profile_records_whole_training_steps(smoke_run):
     # the step that trains on length buckets of up to 512 tokens costs more than 64 short sentences
     assert profiles["declutr"]["step_ms_profiled"] > profiles["simcse"]["step_ms_profiled"]
     assert "step ms (profiled)" in stdout  # the table a person reads
+
+
+def load_benchmark():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("training_throughput", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ablation_runs_the_variants_named_in_the_order_named():
+    """--ablation KEYS: the order is the priority (device_check.sh puts the settings never
+    measured on a GPU first, and a run stopped at its budget keeps the rows it finished)."""
+    benchmark = load_benchmark()
+    chosen = benchmark.ablation_variants("cuda-graphs,default,static-shapes,default", "cuda")
+    assert [key for key, *_ in chosen] == ["cuda-graphs", "default", "static-shapes"]
+    assert chosen[0][2] == {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}
+    everything = [key for key, *_ in benchmark.ablation_variants("all", "cuda")]
+    assert everything == [key for key, *_ in benchmark.ABLATION_VARIANTS]
+    on_cpu = [key for key, *_ in benchmark.ablation_variants("all", "cpu")]
+    assert on_cpu == [key for key in everything if key not in benchmark.CUDA_ONLY_VARIANTS]
+    assert "static-shapes" in on_cpu and "cuda-graphs" not in on_cpu
+    with pytest.raises(ValueError, match=r"unknown ablation variant\(s\) \['cuda-graph'\]"):
+        benchmark.ablation_variants("default,cuda-graph", "cuda")
+    with pytest.raises(ValueError, match="CUDA-only"):
+        benchmark.ablation_variants("default,cuda-graphs", "cpu")
+
+
+def test_an_unknown_ablation_variant_is_refused_before_anything_runs():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--ablation", "default,fast"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "--ablation: unknown ablation variant(s) ['fast']" in done.stderr

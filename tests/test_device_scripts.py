@@ -1,12 +1,20 @@
-"""The helpers of ``benchmarks/device/`` (the miniature paper run on the GPU machine,
-docs/gpu.md): what the wheelhouse pins, and the random-weight encoder folder. The run
-itself needs the carried ``.device/`` folder and is run by hand (docs/gpu.md)."""
+"""The helpers of ``benchmarks/device/`` (docs/gpu.md): what the wheelhouse pins, the
+random-weight encoder folder, and ``device_check.sh`` (the one script a lent GPU machine
+runs) rehearsed on this CPU: that it measures, keeps to its time budget and leaves only
+files the device tool brings back. The miniature paper run needs the carried
+``.device/`` folder and is run by hand (docs/gpu.md)."""
 
 import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import torch
 
 DEVICE_SCRIPTS = Path(__file__).resolve().parent.parent / "benchmarks" / "device"
 
@@ -64,3 +72,65 @@ def test_the_random_encoder_has_bert_base_uncased_shape_and_the_carried_tokenize
         random_encoder.build(tokenizer_dir, folder, layers=2, hidden=128, seed=0)
     with pytest.raises(FileNotFoundError, match="no vocab.txt"):
         random_encoder.build(tmp_path, tmp_path / "other", layers=2, hidden=128, seed=0)
+
+
+# --- device_check.sh: the one script a lent GPU machine runs ------------------------------
+DEVICE_CHECK = DEVICE_SCRIPTS / "device_check.sh"
+# What the device tool brings back from $OUT: at most 8 files, names of these characters.
+RETURNABLE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def device_check(out: Path, mirror: Path, **settings: str) -> subprocess.CompletedProcess:
+    """device_check.sh as a rehearsal on this CPU (a tiny encoder, the GPU's path)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("CSE_CODE_VERSION", "PART", "BUDGET_S")}
+    env.update({"OUT": str(out), "CSE_DATA_MIRROR": str(mirror), "PYTHON": sys.executable, "DEVICE": "cpu",
+                "ENCODER_CONFIG": "tiny", "STEPS": "1", "WARMUP": "1", **settings})
+    return subprocess.run(["bash", str(DEVICE_CHECK)], cwd=DEVICE_SCRIPTS.parent.parent, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_back(tmp_path, mirror_dir):
+    out = tmp_path / "out"
+    done = device_check(out, mirror_dir)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    files = sorted(out.iterdir())
+    assert 0 < len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
+    assert {f.name for f in files} == {"device_check.log", "device_check.json", "cuda_numerics.txt",
+                                       "training_throughput.json"}
+    summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
+    assert summary["part"] == 1 and summary["budget_s"] == 300
+    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [("cuda_numerics", "ok"),
+                                                                      ("training_throughput", "ok")]
+    assert summary["git_commit"] and summary["machine"]["torch"] == torch.__version__
+
+    throughput = json.loads((out / "training_throughput.json").read_text(encoding="utf-8"))
+    measured = {row["method"]: row for row in throughput["rows"]}
+    assert {"simcse", "declutr"} <= set(measured)
+    assert all("error" not in row and row["examples_per_second"] > 0 for row in measured.values())
+    assert throughput["peer"] and all("error" not in row for row in throughput["peer"])
+    # on a CPU the variants that need CUDA are left out, the others run in the order given
+    assert [row["variant_key"] for row in throughput["ablation"]] == ["default", "static-shapes"]
+    assert all(row["examples_per_second"] > 0 for row in throughput["ablation"])
+    assert throughput["cpu_shortcuts"] is False  # the rehearsal takes the GPU's path
+    log = (out / "device_check.log").read_text(encoding="utf-8")
+    assert "training_throughput: ok" in log and "SimCSE / sentence-transformers MNRL examples/s" in log
+
+
+def test_a_stage_the_budget_cannot_hold_is_skipped_and_said(tmp_path, mirror_dir):
+    out = tmp_path / "out"
+    done = device_check(out, mirror_dir, BUDGET_S="50")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
+    statuses = {s["stage"]: s["status"] for s in summary["stages"]}
+    assert statuses["cuda_numerics"] == "ok"  # needs 30 s of the 50 less the stop's grace
+    assert statuses["training_throughput"].startswith("skipped:") and "needs 90s" in statuses["training_throughput"]
+    assert not (out / "training_throughput.json").exists()
+    assert "training_throughput skipped" in (out / "device_check.log").read_text(encoding="utf-8")
+
+
+def test_the_device_check_on_cuda_wants_the_commit_named(tmp_path, mirror_dir):
+    done = device_check(tmp_path / "out", mirror_dir, DEVICE="cuda")
+    assert done.returncode == 2 and "CSE_CODE_VERSION" in done.stderr
+    done = device_check(tmp_path / "out", mirror_dir, PART="3")
+    assert done.returncode == 2 and "PART is 1 or 2" in done.stderr

@@ -27,6 +27,9 @@ if [[ ! -f "$ROOT/pyproject.toml" || ! -d "$ROOT/src/contrastive_sentence_embedd
 fi
 OUT="${OUT:-/tmp/paper_miniature_out}"
 PYTHON="${PYTHON:-python3}"
+# A path made absolute (the scripts change folder), without resolving its links: a
+# virtualenv's python is a link to the base interpreter.
+[[ "$PYTHON" == */* ]] && PYTHON="$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")"
 WORK="${WORK:-/tmp/paper_miniature}"
 SITE="${SITE:-/tmp/site}"
 WHEELS="${WHEELS:-$ROOT/.device/wheels}"

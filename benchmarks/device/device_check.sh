@@ -73,7 +73,8 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
     KEDRO_DISABLE_TELEMETRY=1 PYTHONUNBUFFERED=1 MPLBACKEND=Agg COLUMNS=${COLUMNS:-160}  # the log: rich wraps at 80
 
 mkdir -p "$OUT"
-SCRATCH="$(mktemp -d /tmp/device_check.XXXXXX)"  # ours: removed at the end
+SCRATCH="$(mktemp -d /tmp/device_check.XXXXXX)"  # ours: removed however the script ends
+trap 'rm -rf "$SCRATCH"' EXIT
 STAGES="$SCRATCH/stages.tsv"
 : > "$STAGES"
 exec > >(tee "$OUT/device_check.log") 2>&1
@@ -185,7 +186,6 @@ summary = {"part": int(part), "budget_s": int(budget), "seconds": int(seconds),
 Path(target).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 print("device_check: " + "; ".join(f"{s['stage']} {s['status']} ({s['seconds']}s)" for s in stages))
 PY
-rm -rf "$SCRATCH"
 echo "device_check: done in $(( $(date +%s) - START ))s; under $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 exec > /dev/null 2>&1  # the log's tee sees its end of input and finishes writing before we exit
 wait "$TEE_PID" 2> /dev/null || true

@@ -82,18 +82,7 @@ TEE_PID=$!
 START=$(date +%s)
 echo "device_check: part $PART on $DEVICE, budget ${BUDGET_S}s, commit ${CSE_CODE_VERSION:-(from git)}, $(date -u +%FT%TZ)"
 
-# The sentence-transformers peer needs `datasets` (with dill, multiprocess), absent from
-# the GPU image: from the carried wheels, into a folder of our own ahead of the path.
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
-if ! "$PYTHON" -c "import datasets" 2> /dev/null; then
-    if compgen -G "$WHEELS/datasets-*.whl" > /dev/null; then
-        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
-            "$WHEELS"/datasets-*.whl "$WHEELS"/dill-*.whl "$WHEELS"/multiprocess-*.whl
-        export PYTHONPATH="$SITE:$PYTHONPATH"
-    else
-        echo "device_check: no datasets package and no wheel of it in $WHEELS: the peer's rows will fail"
-    fi
-fi
 
 left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
 
@@ -132,6 +121,17 @@ throughput=("$PYTHON" benchmarks/training_throughput.py --device "$DEVICE" "${en
 [[ "$DEVICE" == cpu ]] && throughput+=(--no-cpu-shortcuts)  # a rehearsal of the GPU's path
 
 if [[ "$PART" == 1 ]]; then
+    # The sentence-transformers peer (part 1 only) needs `datasets` (with dill, multiprocess),
+    # absent from the GPU image: from the carried wheels, into a folder of our own ahead of the path.
+    if ! "$PYTHON" -c "import datasets" 2> /dev/null; then
+        if compgen -G "$WHEELS/datasets-*.whl" > /dev/null; then
+            "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
+                "$WHEELS"/datasets-*.whl "$WHEELS"/dill-*.whl "$WHEELS"/multiprocess-*.whl
+            export PYTHONPATH="$SITE:$PYTHONPATH"
+        else
+            echo "device_check: no datasets package and no wheel of it in $WHEELS: the peer's rows will fail"
+        fi
+    fi
     stage cuda_numerics 30 bash -c "set -o pipefail; '$PYTHON' -m pytest -q -rA -p no:cacheprovider tests/cuda \
         2>&1 | tee '$OUT/cuda_numerics.txt'"
     ablation="default,static-shapes,cuda-graphs,compile-static"
@@ -149,10 +149,13 @@ else
         [[ -f "$SCRATCH/paper_miniature/summary.json" ]] && cp "$SCRATCH/paper_miniature/summary.json" "$OUT/paper_miniature_summary.json"
         tar -czf "$OUT/paper_miniature.tar.gz" -C "$SCRATCH" paper_miniature
     fi
-    memory_args=(--device "$DEVICE" --rows masked_b16 masked_b16_checkpointing --output "$OUT/declutr_memory.json")
-    [[ "$DEVICE" == cuda ]] && memory_args+=(--encoder-config "${ENCODER_CONFIG:-roberta-base}")
-    [[ "$DEVICE" == cpu ]] && memory_args=(--device cpu --rows masked_b4 --steps 1 --output "$OUT/declutr_memory.json")
-    stage declutr_memory 60 "$PYTHON" benchmarks/declutr_memory.py "${memory_args[@]}"
+    if [[ "$DEVICE" == cuda ]]; then  # the paper's batch at roberta-base size
+        memory_rows=(--encoder-config "${ENCODER_CONFIG:-roberta-base}" --rows masked_b16 masked_b16_checkpointing)
+    else  # a rehearsal: the default encoder, 4 documents, one step
+        memory_rows=(--rows masked_b4 --steps 1)
+    fi
+    stage declutr_memory 60 "$PYTHON" benchmarks/declutr_memory.py --device "$DEVICE" "${memory_rows[@]}" \
+        --output "$OUT/declutr_memory.json"
 fi
 
 "$PYTHON" - "$STAGES" "$OUT/device_check.json" "$PART" "$BUDGET_S" "$(( $(date +%s) - START ))" <<'PY'

@@ -28,6 +28,11 @@ skips the dev scores (for quick runs on a busy machine). ``--sentences`` is a Ke
 (default: the offline mirror's ``wiki/wiki1m_head.txt``). ``GLIBC_TUNABLES`` in the
 environment gives both trainers other malloc thresholds (recorded in the results, with
 the other variables ``provenance.tuning_environment`` lists).
+``--instruction-set avx2`` runs both trainers with torch's CPU kernels capped at AVX2
+(``provenance.INSTRUCTION_SET_CAPS``: ATen, oneDNN and MKL each told so in the
+trainers' environment), a stand-in on a CPU with AVX-512 for one without it; each
+trainer reports the kernels it ran (``cpu_capability``), and a trainer that did not
+run capped is an error.
 Results are printed as Markdown and written to
 ``benchmarks/results/simcse_training.json`` (or ``--output``) with the command, the
 machine and its CPU, torch version and git commit.
@@ -56,7 +61,12 @@ from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_en
 from contrastive_sentence_embeddings.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment
+from contrastive_sentence_embeddings.provenance import (
+    INSTRUCTION_SET_CAPS,
+    cpu_description,
+    results_commit,
+    tuning_environment,
+)
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
@@ -79,9 +89,14 @@ def main() -> None:
                         help="the two trainers in two processes taking their steps in turn")
     parser.add_argument("--against-itself", choices=("ours", "theirs"),
                         help="interleave one trainer with itself (the method's check)")
+    parser.add_argument("--instruction-set", choices=sorted(INSTRUCTION_SET_CAPS),
+                        help="cap torch's CPU kernels at this instruction set in both trainers' processes")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"the results file (default {RESULTS})")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.instruction_set:
+        # Read by each library when it loads: the trainers' fresh processes inherit it.
+        os.environ.update(INSTRUCTION_SET_CAPS[args.instruction_set])
     if args.against_itself:
         return against_itself(args)
 
@@ -96,10 +111,11 @@ def main() -> None:
         else:
             for trainer in order:
                 load_before = os.getloadavg()[0]
-                name, seconds, scores = in_own_process(trainer, args, sentences)
+                name, seconds, scores, capability = in_own_process(trainer, args, sentences)
                 row[name] = {"seconds": round(seconds, 1), "examples_per_second": round(wanted / seconds, 1),
                              "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-                             **{k: round(v, 2) for k, v in scores.items()}}
+                             "cpu_capability": capability, **{k: round(v, 2) for k, v in scores.items()}}
+        check_capability(args, row)
         row["ratio"] = round(row["ours"]["examples_per_second"] / row["sentence_transformers_mnrl"]["examples_per_second"], 3)
         repeats.append(row)
         print(f"repeat {repeat + 1}: ours {row['ours']['examples_per_second']} ex/s, sentence-transformers "
@@ -109,6 +125,7 @@ def main() -> None:
         **run_record(),
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
+        "instruction_set_cap": args.instruction_set,
         "timing": "interleaved steps, two processes" if args.interleaved else "one trainer after the other",
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
@@ -157,7 +174,20 @@ def collect(reports, workers) -> list:
 def run_alone(trainer, args, sentences, reports) -> None:
     logging.basicConfig(level=logging.WARNING)
     dev = None if args.no_dev else DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))
-    reports.put(trainer(args, sentences, dev))
+    reports.put((*trainer(args, sentences, dev), torch.backends.cpu.get_cpu_capability()))
+
+
+def check_capability(args, rows: dict) -> None:
+    """With ``--instruction-set``, every trainer of ``rows`` must have run its kernels at
+    that set (torch ignores a cap it does not know, and a CPU without the set runs
+    below it): a row timed at another one would be a wrong figure under the cap's name."""
+    if not args.instruction_set:
+        return
+    wanted = args.instruction_set.upper()
+    for name, row in rows.items():
+        if isinstance(row, dict) and row.get("cpu_capability") != wanted:
+            raise RuntimeError(f"{name} ran torch's CPU kernels at {row.get('cpu_capability')}, not the "
+                               f"{wanted} that --instruction-set {args.instruction_set} asked for")
 
 
 def interleaved(args, sentences, order) -> dict:
@@ -205,13 +235,14 @@ def against_itself(args) -> None:
     for _ in range(args.repeats):
         slots = interleaved(args, sentences, (functools.partial(in_slot, trainer, "first"),
                                               functools.partial(in_slot, trainer, "second")))
+        check_capability(args, slots)
         slots["ratio"] = round(slots["first"]["examples_per_second"] / slots["second"]["examples_per_second"], 3)
         repeats.append(slots)
         print(f"{args.against_itself} against itself: first {slots['first']['examples_per_second']} ex/s, "
               f"second {slots['second']['examples_per_second']} ex/s, ratio {slots['ratio']}", flush=True)
     report = {
         **run_record(),
-        "trainer": args.against_itself, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
+        "trainer": args.against_itself, "instruction_set_cap": args.instruction_set, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
     }
     (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")
 
@@ -262,7 +293,8 @@ def take_turns(trainer, index, turns, together, reports, args, sentences) -> Non
     name, _, scores = trainer(args, sentences, dev, timed)
     if clock["turns"] != args.steps:
         raise RuntimeError(f"{name}: {clock['turns']} turns timed for {args.steps} steps")
-    reports.put((name, {"seconds": round(clock["seconds"], 1), **{k: round(v, 2) for k, v in scores.items()}}))
+    reports.put((name, {"seconds": round(clock["seconds"], 1), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                        **{k: round(v, 2) for k, v in scores.items()}}))
 
 
 def wall_clock(run_training, _top) -> float:

@@ -215,8 +215,11 @@ def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():
     environ = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1",
                "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                "TORCHINDUCTOR_CACHE_DIR": "c", "HOME": "/root", "PATH": "/usr/bin", "HF_TOKEN": "secret",
-               "OMP_NUM_THREADS_X": "left out: OMP_ names are listed whole, not matched as a prefix"}
+               "OMP_NUM_THREADS_X": "left out: OMP_ names are listed whole, not matched as a prefix",
+               # the instruction-set cap (--instruction-set avx2 of the CPU side-by-side)
+               "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
     assert tuning_environment(environ) == {
-        "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8",
+        "ATEN_CPU_CAPABILITY": "avx2", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8",
         "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCHINDUCTOR_CACHE_DIR": "c"}
     assert list(tuning_environment(environ)) == sorted(tuning_environment(environ))

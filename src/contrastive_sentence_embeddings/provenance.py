@@ -225,9 +225,22 @@ def cpu_description() -> str:
 # Environment variables that change a run's speed or memory without showing in its
 # command: thread counts, the allocator's thresholds, oneDNN's primitive cache (which
 # holds a packed copy of the weights for every batch shape it has seen in bf16 on CPU:
-# docs/results.md), CUDA's allocator and visible devices, TorchInductor's settings.
+# docs/results.md), CUDA's allocator and visible devices, TorchInductor's settings, and
+# the instruction sets torch's kernels may use (:data:`INSTRUCTION_SET_CAPS`).
 TUNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "PYTORCH_CUDA_ALLOC_CONF",
-                    "CUDA_VISIBLE_DEVICES")
+                    "CUDA_VISIBLE_DEVICES", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+
+# What makes a CPU with AVX-512 run torch as one without it would: the three libraries
+# behind a CPU step each choose their kernels by the widest instruction set the CPU has,
+# and each reads its own variable (at load, so it must be set before torch is imported:
+# in a child process's environment). ATen's vectorised elementwise kernels
+# (ATEN_CPU_CAPABILITY), oneDNN's convolutions, matmuls and bf16 paths (ONEDNN_MAX_CPU_ISA)
+# and MKL's sgemm behind every fp32 Linear (MKL_ENABLE_INSTRUCTIONS): capping only one of
+# them leaves the matmuls, most of a step, on AVX-512. A stand-in, not the other machine:
+# clock, caches and core count stay this CPU's.
+INSTRUCTION_SET_CAPS = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
 TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
 
 

@@ -1,0 +1,80 @@
+"""``benchmarks/simcse_training.py``'s cap on the CPU's instruction set
+(``--instruction-set avx2``): the stand-in, on a CPU with AVX-512, for the machines
+without it that many users train on. Checked: that the three variables it sets do cap
+each library (a cap one of them ignored would leave the matmuls on AVX-512 and the
+figures under a wrong name), and that a short side-by-side run records and enforces
+the kernels each trainer ran."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contrastive_sentence_embeddings.provenance import INSTRUCTION_SET_CAPS
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "simcse_training.py"
+
+
+def cpu_flags() -> set[str]:
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.is_file():
+        return set()
+    lines = cpuinfo.read_text(encoding="utf-8").splitlines()
+    return set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+
+
+needs_avx2 = pytest.mark.skipif("avx2" not in cpu_flags(), reason="the cap needs a CPU with AVX2 to cap to")
+
+
+@needs_avx2
+def test_the_avx2_cap_reaches_aten_and_mkl():
+    import torch
+
+    probe = ("import torch; a = torch.randn(64, 64); a @ a; "
+             "print('capability', torch.backends.cpu.get_cpu_capability())")
+    environ = {**os.environ, **INSTRUCTION_SET_CAPS["avx2"], "MKL_VERBOSE": "1"}
+    capped = subprocess.run([sys.executable, "-c", probe], env=environ, capture_output=True, text=True, check=True)
+    assert "capability AVX2" in capped.stdout
+    if torch.backends.mkl.is_available():
+        # MKL's verbose banner names the code path it chose for this process.
+        banner = next(line for line in capped.stdout.splitlines() if line.startswith("MKL_VERBOSE") and "Lnx" in line)
+        assert "AVX2" in banner and "AVX-512" not in banner, banner
+    if "avx512f" in cpu_flags():  # the control: without the cap this CPU runs wider kernels
+        free = {name: value for name, value in os.environ.items() if name not in INSTRUCTION_SET_CAPS["avx2"]}
+        uncapped = subprocess.run([sys.executable, "-c", probe], env=free, capture_output=True, text=True, check=True)
+        assert "capability AVX2" not in uncapped.stdout
+
+
+@needs_avx2
+def test_a_capped_side_by_side_run_records_the_kernels_each_trainer_ran(tmp_path, tiny_bert_dir, mirror_dir):
+    output = tmp_path / "simcse_training.json"
+    environ = {name: value for name, value in os.environ.items() if name not in INSTRUCTION_SET_CAPS["avx2"]}
+    subprocess.run([sys.executable, str(SCRIPT), "--encoder", str(tiny_bert_dir), "--steps", "2", "--batch-size", "8",
+                    "--repeats", "1", "--no-dev", "--instruction-set", "avx2",
+                    "--sentences", str(mirror_dir / "wiki" / "wiki1m_head.txt"), "--output", str(output)],
+                   env=environ, check=True, capture_output=True, text=True, timeout=600)
+    report = json.loads(output.read_text())
+    assert report["instruction_set_cap"] == "avx2"
+    for name, value in INSTRUCTION_SET_CAPS["avx2"].items():
+        assert report["environment"][name] == value
+    (repeat,) = report["repeats"]
+    assert repeat["ours"]["cpu_capability"] == repeat["sentence_transformers_mnrl"]["cpu_capability"] == "AVX2"
+    assert repeat["ours"]["examples_per_second"] > 0 and repeat["ratio"] > 0
+
+
+def test_a_trainer_that_ran_other_kernels_than_the_cap_is_an_error():
+    spec = importlib.util.spec_from_file_location("simcse_training_benchmark", SCRIPT)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    capped = type("Args", (), {"instruction_set": "avx2"})()
+    rows = {"first": "ours", "ours": {"cpu_capability": "AVX2"}, "sentence_transformers_mnrl": {"cpu_capability": "AVX512"}}
+    with pytest.raises(RuntimeError, match="sentence_transformers_mnrl ran torch's CPU kernels at AVX512"):
+        benchmark.check_capability(capped, rows)
+    benchmark.check_capability(capped, {**rows, "sentence_transformers_mnrl": {"cpu_capability": "AVX2"}})
+    benchmark.check_capability(type("Args", (), {"instruction_set": None})(), rows)  # no cap: nothing to hold

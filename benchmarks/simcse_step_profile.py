@@ -15,6 +15,8 @@ Variants of ours switch one change at a time. Times are wall seconds per step (m
 of ``--steps`` after ``--warmup``) and process CPU seconds per step (all threads;
 less disturbed by other processes on a shared machine). The result goes to
 ``benchmarks/results/simcse_step_profile.json`` and a Markdown table is printed.
+To replay the steps as on a CPU without AVX-512, put ``provenance.INSTRUCTION_SET_CAPS``'s
+variables in its environment (docs/results.md shows the command).
 """
 
 from __future__ import annotations
@@ -230,6 +232,9 @@ def main() -> None:
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "cpu": cpu_description(), "environment": tuning_environment(),
+        # The kernels torch ran (an instruction-set cap in the environment lowers them:
+        # provenance.INSTRUCTION_SET_CAPS).
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "load_average_at_start_and_end": None, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
         # Packing and the fused update must not change the loss curve beyond rounding: every

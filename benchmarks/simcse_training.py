@@ -65,6 +65,7 @@ from contrastive_sentence_embeddings.provenance import (
     INSTRUCTION_SET_CAPS,
     cpu_description,
     results_commit,
+    starting_environment,
     tuning_environment,
 )
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
@@ -122,7 +123,7 @@ def main() -> None:
               f"{row['sentence_transformers_mnrl']['examples_per_second']} ex/s, ratio {row['ratio']}", flush=True)
 
     report = {
-        **run_record(),
+        **run_record(args),
         "encoder": args.encoder, "pooling": args.pooling, "steps": args.steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "sentences": args.sentences or "mirror wiki/wiki1m_head.txt",
         "instruction_set_cap": args.instruction_set,
@@ -212,17 +213,19 @@ def interleaved(args, sentences, order) -> dict:
     return rows
 
 
-def run_record() -> dict:
+def run_record(args) -> dict:
     """What identifies this run: its command, the machine (its CPU: runs on other CPUs
-    differ by 2x here), torch, the commit, and the environment's speed settings
-    (``GLIBC_TUNABLES`` changes both trainers' speed: docs/results.md)."""
+    differ by 2x here), torch, the commit, and the speed settings of the environment the
+    trainers started with (``GLIBC_TUNABLES`` changes both trainers' speed:
+    docs/results.md; ``--instruction-set``'s cap is in it)."""
+    cap = INSTRUCTION_SET_CAPS[args.instruction_set] if args.instruction_set else {}
     return {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
         "cpu": cpu_description(),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "git_commit": results_commit(Path(__file__).resolve().parents[1]),
-        "environment": tuning_environment(),
+        "environment": tuning_environment({**starting_environment(), **cap}),
     }
 
 
@@ -241,7 +244,7 @@ def against_itself(args) -> None:
         print(f"{args.against_itself} against itself: first {slots['first']['examples_per_second']} ex/s, "
               f"second {slots['second']['examples_per_second']} ex/s, ratio {slots['ratio']}", flush=True)
     report = {
-        **run_record(),
+        **run_record(args),
         "trainer": args.against_itself, "instruction_set_cap": args.instruction_set, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
     }
     (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")

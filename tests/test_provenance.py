@@ -4,7 +4,9 @@ data, the git state, and which seed runs may be averaged together."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -223,3 +225,20 @@ def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():
         "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8",
         "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCHINDUCTOR_CACHE_DIR": "c"}
     assert list(tuning_environment(environ)) == sorted(tuning_environment(environ))
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads Linux's /proc/self/environ")
+def test_the_recorded_environment_is_the_one_the_process_started_with():
+    # scikit-learn sets its KMP_ pair at import, TorchInductor its cache folder when it
+    # first compiles: a library's choice, not the run's setting, so they are not recorded.
+    probe = ("import json, os\n"
+             "os.environ['KMP_INIT_AT_FORK'] = 'FALSE'\n"
+             "os.environ['TORCHINDUCTOR_CACHE_DIR'] = '/tmp/set_by_a_library'\n"
+             "from contrastive_sentence_embeddings.provenance import tuning_environment\n"
+             "print(json.dumps(tuning_environment()))\n")
+    environ = {name: value for name, value in os.environ.items() if not name.startswith(("KMP_", "TORCHINDUCTOR_"))}
+    environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = "128"
+    printed = subprocess.run([sys.executable, "-c", probe], env=environ, capture_output=True, text=True, check=True)
+    recorded = json.loads(printed.stdout)
+    assert recorded["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "128"
+    assert "KMP_INIT_AT_FORK" not in recorded and "TORCHINDUCTOR_CACHE_DIR" not in recorded

@@ -244,11 +244,26 @@ INSTRUCTION_SET_CAPS = {
 TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
 
 
+def starting_environment() -> Mapping[str, str]:
+    """The environment this process was started with (Linux's /proc/self/environ; where
+    that cannot be read, ``os.environ`` as it is now). Libraries set variables of their
+    own at import (scikit-learn KMP_DUPLICATE_LIB_OK and KMP_INIT_AT_FORK, TorchInductor
+    its cache folder), which are not a setting of the run that a results file should
+    record."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return dict(os.environ)
+    pairs = (entry.decode("utf-8", "surrogateescape").partition("=") for entry in raw.split(b"\0") if entry)
+    return {name: value for name, _, value in pairs}
+
+
 def tuning_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``environ`` (default: this process's) that tune speed or memory
-    (:data:`TUNING_VARIABLES`, names starting with :data:`TUNING_PREFIXES`), sorted: what
-    a benchmark records beside its command so that two runs' figures can be told apart."""
-    environ = os.environ if environ is None else environ
+    """The variables of ``environ`` (default: what this process was started with,
+    :func:`starting_environment`) that tune speed or memory (:data:`TUNING_VARIABLES`,
+    names starting with :data:`TUNING_PREFIXES`), sorted: what a benchmark records beside
+    its command so that two runs' figures can be told apart."""
+    environ = starting_environment() if environ is None else environ
     return {name: environ[name] for name in sorted(environ)
             if name in TUNING_VARIABLES or name.startswith(TUNING_PREFIXES)}
 

@@ -245,7 +245,8 @@ def against_itself(args) -> None:
               f"second {slots['second']['examples_per_second']} ex/s, ratio {slots['ratio']}", flush=True)
     report = {
         **run_record(args),
-        "trainer": args.against_itself, "instruction_set_cap": args.instruction_set, "steps": args.steps, "batch_size": args.batch_size, "repeats": repeats,
+        "trainer": args.against_itself, "instruction_set_cap": args.instruction_set, "steps": args.steps,
+        "batch_size": args.batch_size, "repeats": repeats,
     }
     (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")
 

@@ -197,7 +197,7 @@ def test_seeds_scored_with_other_settings_are_not_averaged_but_a_batch_size_over
 
 
 def test_the_cpu_is_named_with_its_wide_units():
-    from contrastive_sentence_embeddings.provenance import cpu_description
+    from contrastive_sentence_embeddings.provenance import cpu_description, cpu_flags
 
     described = cpu_description()
     cpuinfo = Path("/proc/cpuinfo")
@@ -209,6 +209,7 @@ def test_the_cpu_is_named_with_its_wide_units():
     flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags"))
     assert described.startswith(model)
     assert ("AVX-512" in described) == ("avx512f" in flags) and ("AMX" in described) == ("amx_tile" in flags)
+    assert cpu_flags() == set(flags)
 
 
 def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():

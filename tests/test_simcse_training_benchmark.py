@@ -16,18 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from contrastive_sentence_embeddings.provenance import INSTRUCTION_SET_CAPS
+from contrastive_sentence_embeddings.provenance import INSTRUCTION_SET_CAPS, cpu_flags
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "simcse_training.py"
-
-
-def cpu_flags() -> set[str]:
-    cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return set()
-    lines = cpuinfo.read_text(encoding="utf-8").splitlines()
-    return set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
-
 
 needs_avx2 = pytest.mark.skipif("avx2" not in cpu_flags(), reason="the cap needs a CPU with AVX2 to cap to")
 

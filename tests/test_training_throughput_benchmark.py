@@ -128,3 +128,15 @@ def test_an_unknown_ablation_variant_is_refused_before_anything_runs():
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--ablation", "default,fast"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "--ablation: unknown ablation variant(s) ['fast']" in done.stderr
+
+
+def test_a_step_is_counted_once_though_cuda_copies_its_range_onto_the_device_timeline():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    benchmark = load_benchmark()
+    host = [SimpleNamespace(name=f"ProfilerStep#{n}", device_type=DeviceType.CPU) for n in (3, 4)]
+    on_device = [SimpleNamespace(name="ProfilerStep#4", device_type=DeviceType.CUDA)]  # a gpu_user_annotation
+    others = [SimpleNamespace(name="aten::mm", device_type=DeviceType.CPU)]
+    assert benchmark.profiler_steps(host[:1] + on_device + others + host[1:]) == host

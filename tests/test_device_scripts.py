@@ -117,6 +117,33 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
     assert "training_throughput: ok" in log and "SimCSE / sentence-transformers MNRL examples/s" in log
 
 
+def test_part_two_profiles_declutr_first_then_a_compiled_step_and_skips_what_it_is_told(tmp_path, mirror_dir):
+    out = tmp_path / "out"
+    # the miniature paper run needs wheels for the device's Python: rehearsed by hand (docs/gpu.md)
+    done = device_check(out, mirror_dir, PART="2", PROFILE_STEPS="2", SKIP_STAGES="paper_miniature")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    files = sorted(out.iterdir())
+    assert len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
+    assert {f.name for f in files} == {"device_check.log", "device_check.json", "training_profile.json",
+                                       "training_profile_compiled.json", "declutr_memory.json"}
+    summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
+    assert summary["part"] == 2
+    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
+        ("training_profile", "ok"), ("training_profile_compiled", "ok"), ("declutr_memory", "ok"),
+        ("paper_miniature", "skipped: named in SKIP_STAGES")]
+
+    profile = json.loads((out / "training_profile.json").read_text(encoding="utf-8"))
+    assert [p["method"] for p in profile["profiles"]] == ["declutr", "simcse"]  # the unexplained step first
+    assert all("error" not in p and p["steps_recorded"] == 2 for p in profile["profiles"])
+    compiled = json.loads((out / "training_profile_compiled.json").read_text(encoding="utf-8"))
+    assert compiled["training_settings"] == {"static_shapes": True, "compile": True}  # no CUDA graphs on a CPU
+    [step] = compiled["profiles"]
+    assert step["method"] == "simcse" and "error" not in step and step["steps_recorded"] == 2
+    memory = json.loads((out / "declutr_memory.json").read_text(encoding="utf-8"))
+    assert [row["row"] for run in memory["runs"] for row in run["rows"]] == ["masked_b4"]
+    assert "paper_miniature skipped: named in SKIP_STAGES" in (out / "device_check.log").read_text(encoding="utf-8")
+
+
 def test_a_stage_the_budget_cannot_hold_is_skipped_and_said(tmp_path, mirror_dir):
     out = tmp_path / "out"
     done = device_check(out, mirror_dir, BUDGET_S="80")

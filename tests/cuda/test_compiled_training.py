@@ -98,8 +98,7 @@ def test_a_compiled_run_trains_as_eager_does(mode, encoder, tokenizer, examples,
     if DEVICE.type == "cuda" and mode == "reduce-overhead":
         assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
     assert torch.isfinite(losses).all()
-    # It learns, by far more than the tolerance: a replay that skipped the updates would
-    # keep the first loss and fail the comparison below.
-    assert eager_losses[-1] < (1 - 10 * LOSS_RTOL) * eager_losses[0] if DEVICE.type == "cuda" else \
-        eager_losses[-1] < eager_losses[0]
+    # It learns, by several times the tolerance (on the CPU: 3.44 to 2.06): a replay that
+    # skipped the updates would stay near the first loss and fail the comparison below.
+    assert eager_losses[-1] < (1 - 5 * LOSS_RTOL) * eager_losses[0]
     torch.testing.assert_close(losses, eager_losses, rtol=LOSS_RTOL, atol=0)

@@ -2,6 +2,8 @@
 
     python benchmarks/paper_cost.py benchmarks/results/training_throughput_cuda_h100_run2.json \\
         --declutr benchmarks/results/training_throughput_cuda_h100_run3_declutr_scaling.json
+    python benchmarks/paper_cost.py benchmarks/results/training_throughput_cuda_h100_run4.json \\
+        --simcse-variant cuda-graphs --output benchmarks/results/paper_cost_nvidia_h100_run4_cuda_graphs.json
 
 For each method: the paper run's steps (its data size x epochs / the batch, from
 ``conf/paper`` and the sizes below), the measured step time and dev-evaluation time
@@ -10,6 +12,8 @@ the predicted wall time of the training on one such GPU, and on 8 with the same
 per-GPU batch (each GPU's step as measured, the global batch 8x the paper's; the
 all-reduce and all-gather are not measured with one GPU, so this is a lower
 bound, and a different recipe than the paper's). Peak memory is the measured one.
+``--simcse-variant KEY`` costs SimCSE from the results' ablation row ``KEY`` (e.g.
+``cuda-graphs``: the speed settings that row names) instead of its default row.
 Writes ``benchmarks/results/paper_cost_<device>.json`` and prints a Markdown table.
 """
 
@@ -26,6 +30,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
+from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 # Training-set sizes of the paper runs (docs/data_scale.md, conf/paper comments).
 PAPER_EXAMPLES = {
     "simcse": ("wiki1m sentences", 1_000_000),
@@ -52,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--declutr", type=Path, help="another results file whose declutr row is used")
+    parser.add_argument("--simcse-variant", metavar="KEY", default=None,
+                        help="cost SimCSE from the results' ablation row with this key (e.g. cuda-graphs)")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     results = json.loads(args.results.read_text(encoding="utf-8"))
@@ -60,6 +67,16 @@ def main() -> None:
         extra = json.loads(args.declutr.read_text(encoding="utf-8"))
         rows.update({r["method"]: (r, args.declutr.name) for r in extra["rows"] if r["method"] == "declutr"
                      and "step_ms" in r})
+    if args.simcse_variant:
+        variants = {r.get("variant_key"): r for r in results.get("ablation") or [] if "step_ms" in r}
+        if args.simcse_variant not in variants:
+            parser.error(f"--simcse-variant {args.simcse_variant}: {args.results} has no measured ablation row with "
+                         f"that key (it has: {', '.join(sorted(k for k in variants if k)) or 'none'})")
+        # The dev evaluation runs the encoder's own forward whatever the training settings
+        # (trainer.uncompiled): its cost is the default row's.
+        default_eval = rows["simcse"][0].get("dev_eval_seconds") if "simcse" in rows else None
+        rows["simcse"] = ({**variants[args.simcse_variant], "dev_eval_seconds": default_eval},
+                          f"{args.results.name}, ablation {args.simcse_variant}")
     eval_seconds = [r["dev_eval_seconds"] for r, _ in rows.values() if r.get("dev_eval_seconds")]
     table = []
     for method, (label, examples) in PAPER_EXAMPLES.items():
@@ -82,12 +99,12 @@ def main() -> None:
             "hours_one_gpu": round(total / 3600, 2),
             "hours_8_gpus_same_per_gpu_batch": round((train_seconds / GPUS + evals * per_eval) / 3600, 2),
             "peak_memory_gib": row["peak_memory_gib"], "encoder": row["encoder_config"], "measured_in": source,
+            **({"training_settings": row["settings"]} if row.get("settings") else {}),
         })
     device = re.sub(r"[^A-Za-z0-9]+", "_", results["device"]).strip("_").lower()
     output = args.output or PROJECT_ROOT / "benchmarks" / "results" / f"paper_cost_{device}.json"
-    report = {"command": "python benchmarks/paper_cost.py " + " ".join(
-        str(a) for a in [args.results.as_posix(), *(["--declutr", args.declutr.as_posix()] if args.declutr else [])]),
-        "device": results["device"], "throughput_commit": results["git_commit"], "rows": table}
+    report = {"command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT),
+              "device": results["device"], "throughput_commit": results["git_commit"], "rows": table}
     output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     columns = ["method", "data", "epochs", "batch", "steps", "step_ms", "dev_evaluations", "hours_one_gpu",
                "hours_8_gpus_same_per_gpu_batch", "peak_memory_gib", "encoder"]

@@ -19,18 +19,14 @@ falling back to eager kernels (its ``cudagraph_skips`` counter stays 0).
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
 
-DEVICE = torch.device(os.environ.get("CSE_NUMERICS_DEVICE") or "cuda")
+from tests.cuda.test_numerics import DEVICE, MAX_LENGTH, build_encoder  # its device (CSE_NUMERICS_DEVICE)
+
 STEPS = 6
 BATCH = 32
-MAX_LENGTH = 32  # the shipped training.max_length of the sentence methods
-# all-MiniLM-L6-v2's width (as test_numerics.py), 2 layers, dropout off
-ENCODER_SHAPE = dict(hidden_size=384, num_attention_heads=12, intermediate_size=1536, max_position_embeddings=512,
-                     num_hidden_layers=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 LEARNING_RATE = 3e-4  # the loss falls ~40% in the 6 steps (3.44 to 2.06 on the CPU)
 LOSS_RTOL = 3e-2 if DEVICE.type == "cuda" else 1e-4
 
@@ -43,10 +39,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def encoder():
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    return BertModel(BertConfig(vocab_size=30522, **ENCODER_SHAPE), add_pooling_layer=False)
+    """test_numerics.py's encoder (all-MiniLM-L6-v2's width, 2 layers, seeded weights), dropout off."""
+    return build_encoder(0.0, "sdpa")
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,26 @@
 """Helpers the tests import (fixtures stay in conftest.py): a scratch copy of the
 project to run pipelines in, a method's shipped parameters, the mirror's Wikipedia
-sentences, and the check that a saved model loads in sentence-transformers as it
-embeds here."""
+sentences, the check that a saved model loads in sentence-transformers as it embeds
+here, and a benchmark script loaded as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script that is not a package module (``benchmarks/...``) imported from its file,
+    under its file's name, so that its functions can be tested one by one."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class ScratchProject:

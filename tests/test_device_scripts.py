@@ -4,7 +4,6 @@ runs) rehearsed on this CPU: that it measures, keeps to its time budget and leav
 files the device tool brings back. The miniature paper run needs the carried
 ``.device/`` folder and is run by hand (docs/gpu.md)."""
 
-import importlib.util
 import json
 import os
 import re
@@ -16,18 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import load_script
+
 DEVICE_SCRIPTS = Path(__file__).resolve().parent.parent / "benchmarks" / "device"
 
 
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, DEVICE_SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_wheelhouse_pins_what_kedro_runs_need_and_nothing_the_device_has(capsys):
-    requirements = load_script("wheelhouse_requirements")
+    requirements = load_script(DEVICE_SCRIPTS / "wheelhouse_requirements.py")
     assert requirements.main([]) == 0
     pinned = dict(line.split("==") for line in capsys.readouterr().out.split())
     # The versions are the ones installed here, where the tests run.
@@ -42,7 +36,7 @@ def test_the_wheelhouse_pins_what_kedro_runs_need_and_nothing_the_device_has(cap
 
 
 def test_the_closure_follows_extras_and_names_a_missing_distribution():
-    requirements = load_script("wheelhouse_requirements")
+    requirements = load_script(DEVICE_SCRIPTS / "wheelhouse_requirements.py")
     with_extra = requirements.closure(["kedro-datasets[pandas-parquetdataset]"])
     assert {"kedro-datasets", "kedro", "pandas", "pyarrow"} <= set(with_extra)
     assert "pyarrow" not in requirements.closure(["kedro-datasets"])
@@ -55,7 +49,7 @@ def test_the_random_encoder_has_bert_base_uncased_shape_and_the_carried_tokenize
 
     from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path
 
-    random_encoder = load_script("random_encoder")
+    random_encoder = load_script(DEVICE_SCRIPTS / "random_encoder.py")
     tokenizer_dir = packaged_default_encoder_path()  # what .device/tokenizer is copied from
     # The defaults are bert-base-uncased's shape (its config.json's values).
     base = random_encoder.bert_config()

@@ -7,7 +7,6 @@ the kernels each trainer ran."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from contrastive_sentence_embeddings.provenance import INSTRUCTION_SET_CAPS, cpu_flags
+from tests.helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "simcse_training.py"
 
@@ -60,9 +60,7 @@ def test_a_capped_side_by_side_run_records_the_kernels_each_trainer_ran(tmp_path
 
 
 def test_a_trainer_that_ran_other_kernels_than_the_cap_is_an_error():
-    spec = importlib.util.spec_from_file_location("simcse_training_benchmark", SCRIPT)
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
+    benchmark = load_script(SCRIPT)
     capped = type("Args", (), {"instruction_set": "avx2"})()
     rows = {"first": "ours", "ours": {"cpu_capability": "AVX2"}, "sentence_transformers_mnrl": {"cpu_capability": "AVX512"}}
     with pytest.raises(RuntimeError, match="sentence_transformers_mnrl ran torch's CPU kernels at AVX512"):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
+
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "training_throughput.py"
 METHODS = {"simcse", "imsimcse", "scd", "declutr", "clsr"}
 # Runs the script given as the first argument with the packages the GPU image lacks
@@ -97,19 +99,10 @@ def test_the_profile_records_whole_training_steps(smoke_run):
     assert "step ms (profiled)" in stdout  # the table a person reads
 
 
-def load_benchmark():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("training_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_ablation_runs_the_variants_named_in_the_order_named():
     """--ablation KEYS: the order is the priority (device_check.sh puts the settings never
     measured on a GPU first, and a run stopped at its budget keeps the rows it finished)."""
-    benchmark = load_benchmark()
+    benchmark = load_script(SCRIPT)
     chosen = benchmark.ablation_variants("cuda-graphs,default,static-shapes,default", "cuda")
     assert [key for key, *_ in chosen] == ["cuda-graphs", "default", "static-shapes"]
     assert chosen[0][2] == {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}
@@ -135,7 +128,7 @@ def test_a_step_is_counted_once_though_cuda_copies_its_range_onto_the_device_tim
 
     from torch.autograd import DeviceType
 
-    benchmark = load_benchmark()
+    benchmark = load_script(SCRIPT)
     host = [SimpleNamespace(name=f"ProfilerStep#{n}", device_type=DeviceType.CPU) for n in (3, 4)]
     on_device = [SimpleNamespace(name="ProfilerStep#4", device_type=DeviceType.CUDA)]  # a gpu_user_annotation
     others = [SimpleNamespace(name="aten::mm", device_type=DeviceType.CPU)]

@@ -288,7 +288,8 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
                                                                  else 0) - tokenizer.num_special_tokens_to_add()
         collate = DeclutrCollate(documents, spans, tokenizer, max_span_tokens=limit,
                                  mlm_probability=method.mlm_probability if method.mlm else None,
-                                 bucket_tokens=method.bucket_tokens, seed=training.seed)
+                                 bucket_tokens=method.bucket_tokens, pad_to_multiple_of=method.pad_to_multiple_of,
+                                 seed=training.seed)
         return sorted(documents), collate
     if block.family == "pairs":  # CLSR: frozen embeddings of STS-B-sized pair data (random vectors: same cost)
         from contrastive_sentence_embeddings.training.clsr import PairCollate

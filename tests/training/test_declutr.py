@@ -151,9 +151,50 @@ def test_collate_masks_15_percent_of_anchor_tokens_never_specials_nor_positives(
         assert all(l in (IGNORE_INDEX, o) for l, o in zip(label, original))
     assert sequences(batch["positives"]) == sequences(reference["positives"])
     assert "mlm_labels" not in batch["positives"][0]
-    # Masks are seeded per (seed, epoch, document, anchor): the same in another batch.
-    again = sequences(collate(doc_ids[:1])["anchors"], "mlm_labels")
-    assert again == labels[:2]
+    # Masks are seeded per (seed, epoch, document, anchor) and drawn before padding: the
+    # same in another batch, in a bucket of another width, under another bucketing.
+    shortest = min(range(len(doc_ids)), key=lambda k: max(map(len, originals[2 * k: 2 * k + 2])))
+    alone = collate(doc_ids[shortest: shortest + 1])["anchors"]
+    assert max(b["input_ids"].shape[1] for b in alone) < max(b["input_ids"].shape[1] for b in batch["anchors"])
+    pair = slice(2 * shortest, 2 * shortest + 2)
+    assert sequences(alone, "mlm_labels") == labels[pair] and sequences(alone) == masked[pair]
+    rebucketed = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=200)(doc_ids)
+    assert len(rebucketed["anchors"]) > len(batch["anchors"])
+    assert sequences(rebucketed["anchors"]) == masked and sequences(rebucketed["anchors"], "mlm_labels") == labels
+
+
+@pytest.mark.parametrize("cpu_shortcuts", [True, False], ids=["cpu-path", "gpu-path"])
+def test_pad_to_multiple_of_rounds_bucket_widths_and_changes_nothing_but_padding(
+        documents, span_table, tokenizer, tiny_bert, tiny_bert_dir, cpu_shortcuts):
+    doc_ids = documents["doc_id"].tolist()[:6]
+    settings = {"mlm_probability": 0.15, "bucket_tokens": 300}
+    plain = make_collate(documents, span_table, tokenizer, **settings)(doc_ids)
+    rounded = make_collate(documents, span_table, tokenizer, pad_to_multiple_of=24, **settings)(doc_ids)
+    widths = [b["input_ids"].shape[1] for part in ("anchors", "positives") for b in rounded[part]]
+    assert all(width % 24 == 0 for width in widths)
+    assert widths != [b["input_ids"].shape[1] for part in ("anchors", "positives") for b in plain[part]]
+    for part in ("anchors", "positives"):  # the budget counts the rounded width
+        assert all(len(b["rows"]) == 1 or b["input_ids"].numel() <= 300 for b in rounded[part])
+        assert sequences(rounded[part]) == sequences(plain[part])
+    assert sequences(rounded["anchors"], "mlm_labels") == sequences(plain["anchors"], "mlm_labels")
+    encoder = copy.deepcopy(tiny_bert)
+    method = build_method("declutr")
+    model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder),
+                             real_tokens_only=cpu_shortcuts, uniform_dropout=cpu_shortcuts).eval()
+    with torch.no_grad():
+        logs_plain, logs_rounded = model(**plain), model(**rounded)
+    for term in ("nt_xent", "mlm", "loss"):
+        assert float(logs_rounded[term]) == pytest.approx(float(logs_plain[term]), rel=1e-5)
+
+
+def test_pad_to_multiple_of_must_be_a_positive_integer(documents, span_table, tokenizer):
+    from contrastive_sentence_embeddings.config import ParameterValueError
+
+    with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive integer"):
+        make_collate(documents, span_table, tokenizer, pad_to_multiple_of=0)
+    with pytest.raises(ParameterValueError, match="pad_to_multiple_of"):
+        build_method("declutr", {"pad_to_multiple_of": 0})
+    assert build_method("declutr", {"pad_to_multiple_of": 8}).pad_to_multiple_of == 8
 
 
 def test_length_buckets_respect_the_token_budget_and_cover_everything():
@@ -163,6 +204,12 @@ def test_length_buckets_respect_the_token_budget_and_cover_everything():
     for bucket in buckets:
         assert len(bucket) == 1 or len(bucket) * max(lengths[i] for i in bucket) <= 128
     assert [7] in buckets  # longer than the budget: alone
+    rounded = length_buckets(lengths, max_tokens=128, multiple=32)  # widths 32, 32, 128, ...: the budget counts them
+    assert sorted(i for b in rounded for i in b) == list(range(len(lengths)))
+    assert all(len(b) == 1 or len(b) * -(-max(lengths[i] for i in b) // 32) * 32 <= 128 for b in rounded)
+    # three 33-token sequences: 99 padded tokens as they are, 3 x 64 = 192 > 128 rounded up to 32s
+    assert length_buckets([33, 33, 33], 128) == [[0, 1, 2]]
+    assert length_buckets([33, 33, 33], 128, multiple=32) == [[0, 1], [2]]
     pieces = [torch.tensor([[float(i)] for i in b]) for b in buckets]
     assert unbucket(pieces, [torch.tensor(b) for b in buckets], len(lengths)).flatten().tolist() == list(range(8))
 

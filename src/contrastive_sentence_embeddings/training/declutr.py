@@ -5,8 +5,9 @@ A batch is N documents. Each document brings the A anchor spans and A x P positi
 spans that the data-preparation pipeline sampled for it (``data.spans``, one set per
 epoch). The collate function cuts the spans out of the document's token ids, adds
 the encoder's special tokens, masks the anchors for MLM, and groups the sequences
-into length buckets, each padded to its own longest member, so that a batch of 32- to
-512-token spans does not pay for padding every span to 512:
+into length buckets, each padded to its own longest member (rounded up to a multiple of
+``pad_to_multiple_of``), so that a batch of 32- to 512-token spans does not pay for
+padding every span to 512:
 
 * ``anchors``: buckets of the N*A anchors (``input_ids`` masked for MLM when MLM is
   on, ``attention_mask``, ``mlm_labels`` with -100 on unmasked positions,
@@ -16,8 +17,21 @@ into length buckets, each padded to its own longest member, so that a batch of 3
   after un-bucketing, rows ``[i*P, (i+1)*P)`` are the positives of anchor ``i``.
 
 Everything random here (which tokens are masked and how) is seeded per (seed, epoch,
-document), like the spans: a batch does not depend on the batches before it, so a
-resumed run sees the masks an uninterrupted one would have.
+document, anchor), like the spans, and drawn over the anchor's own tokens before any
+padding: a batch does not depend on the batches before it (a resumed run sees the
+masks an uninterrupted one would have), and an anchor's masks do not depend on the
+bucket it lands in, so ``bucket_tokens`` and ``pad_to_multiple_of`` change the padding
+and nothing else.
+
+Why ``pad_to_multiple_of``: every bucket is a new (rows, width) shape, and on a GPU
+some kernels are prepared per shape (PyTorch >= 2.10 runs attention on Hopper through
+cuDNN, which builds a graph for each new shape; torch.compile specialises on shapes).
+With widths free to take any value from 34 to 514, most of a DeCLUTR step's passes
+have a shape never seen before even after many steps (at the paper's settings on the
+WikiText articles: 3.7 of 5 passes a step after 20 steps, still 1.3 after 200);
+rounding widths up to a multiple of 8 leaves 1.4 new shapes a step after 20 steps
+(0.2 after 200) for 0.6 points more padding, a multiple of 64 leaves 0.35 (none after
+200) for 2.7 points (benchmarks/declutr_shapes.py).
 """
 
 from __future__ import annotations
@@ -115,16 +129,22 @@ def masked_positions(labels: torch.Tensor) -> torch.Tensor:
     return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
 
 
-def length_buckets(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+def padded_width(length: int, multiple: int) -> int:
+    """``length`` rounded up to a multiple of ``multiple`` (1: unchanged)."""
+    return -(-length // multiple) * multiple
+
+
+def length_buckets(lengths: Sequence[int], max_tokens: int, multiple: int = 1) -> list[list[int]]:
     """Indices grouped into buckets of similar length: sorted by length, a bucket
-    closes when one more sequence would make ``len(bucket) * longest`` exceed
-    ``max_tokens`` (the padded size of one forward pass). A sequence longer than
+    closes when one more sequence would make ``len(bucket) * width`` exceed
+    ``max_tokens`` (the padded size of one forward pass; ``width`` is the longest
+    member rounded up to a multiple of ``multiple``). A sequence whose width exceeds
     ``max_tokens`` gets a bucket of its own."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     buckets: list[list[int]] = []
     current: list[int] = []
     for index in order:
-        if current and (len(current) + 1) * lengths[index] > max_tokens:
+        if current and (len(current) + 1) * padded_width(lengths[index], multiple) > max_tokens:
             buckets.append(current)
             current = []
         current.append(index)
@@ -155,6 +175,7 @@ class DeclutrCollate:
     max_span_tokens: int
     mlm_probability: float | None = 0.15
     bucket_tokens: int = 4096
+    pad_to_multiple_of: int = 1
     seed: int = 42
     epoch: int = 0
     skipped: int = 0
@@ -164,7 +185,7 @@ class DeclutrCollate:
         bucketing settings), for the trainer's resume check: the examples themselves
         are only document ids."""
         digest = hashlib.sha256(repr((self.max_span_tokens, self.mlm_probability, self.bucket_tokens, self.seed,
-                                      self._prefix, self._suffix)).encode())
+                                      self._prefix, self._suffix, self.pad_to_multiple_of)).encode())
         for doc_id in sorted(self.token_ids):
             digest.update(doc_id.encode("utf-8"))
             digest.update(np.asarray(self.token_ids[doc_id], dtype=np.int64).tobytes())
@@ -180,6 +201,8 @@ class DeclutrCollate:
         self.epoch = epoch
 
     def __post_init__(self) -> None:
+        if int(self.pad_to_multiple_of) < 1:
+            raise ValueError(f"pad_to_multiple_of must be a positive integer, got {self.pad_to_multiple_of}")
         self._prefix, self._suffix = special_token_template(self.tokenizer)
 
     def _sequence(self, doc: Sequence[int], start: int, end: int) -> list[int]:
@@ -208,28 +231,31 @@ class DeclutrCollate:
         }
 
     def _buckets(self, sequences: list[list[int]], generators: list[torch.Generator] | None) -> list[dict]:
-        special = self.tokenizer.all_special_ids
+        labels = None
+        if generators is not None:  # each anchor masked over its own tokens, before any padding
+            special = torch.as_tensor(self.tokenizer.all_special_ids)
+            masked_sequences, labels = [], []
+            for ids, generator in zip(sequences, generators):
+                ids = torch.as_tensor(ids).unsqueeze(0)
+                masked, label = mask_tokens(ids, ~torch.isin(ids, special), self.tokenizer.mask_token_id,
+                                            len(self.tokenizer), generator, self.mlm_probability)
+                masked_sequences.append(masked[0])
+                labels.append(label[0])
+            sequences = masked_sequences
         buckets = []
-        for members in length_buckets([len(s) for s in sequences], self.bucket_tokens):
-            longest = max(len(sequences[i]) for i in members)
-            input_ids = torch.full((len(members), longest), self.tokenizer.pad_token_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(members), longest), dtype=torch.long)
+        for members in length_buckets([len(s) for s in sequences], self.bucket_tokens, self.pad_to_multiple_of):
+            width = padded_width(max(len(sequences[i]) for i in members), self.pad_to_multiple_of)
+            input_ids = torch.full((len(members), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            attention_mask = torch.zeros((len(members), width), dtype=torch.long)
             for row, index in enumerate(members):
                 input_ids[row, : len(sequences[index])] = torch.as_tensor(sequences[index])
                 attention_mask[row, : len(sequences[index])] = 1
             bucket = {"input_ids": input_ids, "attention_mask": attention_mask,
                       "rows": torch.as_tensor(members, dtype=torch.long)}
-            if generators is not None:
-                maskable = attention_mask.bool() & ~torch.isin(input_ids, torch.as_tensor(special))
-                masked, labels = [], []
+            if labels is not None:
+                bucket["mlm_labels"] = torch.full((len(members), width), IGNORE_INDEX, dtype=torch.long)
                 for row, index in enumerate(members):
-                    ids, lab = mask_tokens(input_ids[row : row + 1], maskable[row : row + 1],
-                                           self.tokenizer.mask_token_id, len(self.tokenizer), generators[index],
-                                           self.mlm_probability)
-                    masked.append(ids)
-                    labels.append(lab)
-                bucket["input_ids"] = torch.cat(masked)
-                bucket["mlm_labels"] = torch.cat(labels)
+                    bucket["mlm_labels"][row, : len(labels[index])] = labels[index]
                 bucket["mlm_positions"] = masked_positions(bucket["mlm_labels"])
             buckets.append(bucket)
         return buckets

@@ -243,12 +243,13 @@ class DeCLUTR(Preset):
     mlm: bool = field(default=True, metadata=flag())
     mlm_probability: float = field(default=0.15, metadata=number(0, 1, low_open=True, high_open=True))
     bucket_tokens: int = field(default=4096, metadata=integer(1))  # padded tokens per pass when bucketing spans
+    pad_to_multiple_of: int = field(default=1, metadata=integer(1))  # bucket widths rounded up to a multiple of this
 
     def expand(self):
         terms: list[Term] = [NTXent(temperature=self.temperature)]
         if self.mlm:
             terms.append(MLM(probability=self.mlm_probability))
-        return [Spans(bucket_tokens=self.bucket_tokens)], terms
+        return [Spans(bucket_tokens=self.bucket_tokens, pad_to_multiple_of=self.pad_to_multiple_of)], terms
 
     def describe(self, model: nn.Module) -> dict:
         """The hyper-parameters, without ``mlm_probability`` when ``mlm`` is off (no
@@ -337,6 +338,10 @@ class ComposedMethod(Method):
     @property
     def bucket_tokens(self) -> int:
         return self.pair_view.bucket_tokens
+
+    @property
+    def pad_to_multiple_of(self) -> int:
+        return self.pair_view.pad_to_multiple_of
 
     def build_heads(self, hidden_size: int) -> nn.ModuleDict:
         """Each head the terms read, built once, in the order the terms first name it

@@ -165,12 +165,15 @@ class Spans(View):
     """DeCLUTR's anchors ``a`` and averaged positives ``b`` (Giorgi et al. 2021) from
     the length buckets of :class:`.declutr.DeclutrCollate`; each anchor bucket's
     encoder outputs go to the terms that read token states (``mlm``) right after
-    that bucket's forward pass. ``bucket_tokens`` is the padded size of one pass."""
+    that bucket's forward pass. ``bucket_tokens`` is the padded size of one pass;
+    ``pad_to_multiple_of`` rounds each bucket's width up (fewer distinct shapes for
+    the kernels a GPU prepares per shape; :mod:`.declutr`)."""
 
     name: ClassVar[str] = "spans"
     family: ClassVar[str | None] = "documents"
     makes: ClassVar[tuple[str, ...]] = PAIR
     bucket_tokens: int = field(default=4096, metadata=integer(1))
+    pad_to_multiple_of: int = field(default=1, metadata=integer(1))
 
     def encode(self, model, batch, encoded):
         anchors, positives = batch["anchors"], batch["positives"]

@@ -93,7 +93,8 @@ def train_on_documents(
         limit = max_sequence_length(tokenizer, model.encoder.config) - tokenizer.num_special_tokens_to_add()
         collate = DeclutrCollate(token_ids, spans, tokenizer, max_span_tokens=limit,
                                  mlm_probability=method.mlm_probability if method.mlm else None,
-                                 bucket_tokens=method.bucket_tokens, seed=training.seed)
+                                 bucket_tokens=method.bucket_tokens, pad_to_multiple_of=method.pad_to_multiple_of,
+                                 seed=training.seed)
         epochs = sorted({epoch for epoch, _ in spans})
         return documents, collate, {"train_documents": len(documents), "span_epochs": len(epochs),
                                     "anchor_spans": int(len(declutr_spans))}

@@ -68,7 +68,8 @@ def main() -> None:
         rows.update({r["method"]: (r, args.declutr.name) for r in extra["rows"] if r["method"] == "declutr"
                      and "step_ms" in r})
     if args.simcse_variant:
-        variants = {r.get("variant_key"): r for r in results.get("ablation") or [] if "step_ms" in r}
+        variants = {r.get("variant_key"): r for r in results.get("ablation") or []
+                    if "step_ms" in r and r.get("method", "simcse") == "simcse"}  # not DeCLUTR's variants
         if args.simcse_variant not in variants:
             parser.error(f"--simcse-variant {args.simcse_variant}: {args.results} has no measured ablation row with "
                          f"that key (it has: {', '.join(sorted(k for k in variants if k)) or 'none'})")

@@ -22,7 +22,11 @@ as the peer in the same process, on the same encoder, sentences, batch, length a
 precision (so on CPU it finds the heap our trainer's run has grown, which made its
 steps ~13% faster than in a fresh process on the AVX-512 machine: simcse_training.py
 runs each trainer in a process of its own). ``--ablation`` measures each speed setting
-on and off for SimCSE.
+on and off for SimCSE, and DeCLUTR with its bucket widths rounded or not and with or
+without cuDNN's attention. Each row also says which kernel SDPA runs for a padded
+training pass there (``attention_kernel``) and how many of a timed step's encoder
+passes had a ``(rows, width)`` shape no earlier pass had (``new_pass_shapes_per_timed_step``):
+kernels prepared per shape (cuDNN's attention graphs) are prepared again for those.
 ``--profile N`` adds where a step goes (torch.profiler) and the host reads of one
 step with the line behind each (on a GPU, each read is a wait for the device).
 ``--no-cpu-shortcuts`` trains on CPU the way a GPU does (no packing of real tokens,
@@ -194,6 +198,8 @@ class WorkCounter:
         self.model_flops: list = []
         self.hardware_flops = 0.0
         self.passes = 0
+        self.steps_done = 0
+        self.pass_shapes: list[tuple[int, int, int]] = []  # (step, rows, width) of every encoder pass
         self.handles = []
         if encoder is not None:  # None: CLSR, whose trained networks are linear layers only
             config = config or encoder.config
@@ -221,6 +227,26 @@ class WorkCounter:
         self.padded_tokens += rows * length
         self.hardware_flops += factor * (per_token * rows * length + per_square * rows * length ** 2)
         self.passes += 1
+        self.pass_shapes.append((self.steps_done, rows, length))
+
+    def count_step(self, *_) -> None:
+        """An optimiser step ended (registered as a global step hook by :func:`run_method`)."""
+        self.steps_done += 1
+
+    def shape_summary(self, warmup_steps: int) -> dict:
+        """How many distinct ``(rows, width)`` shapes the encoder saw, and how many passes
+        of each timed step (after ``warmup_steps``) had a shape no earlier pass had: on
+        a GPU, kernels prepared per shape (cuDNN's attention graphs, torch.compile's
+        specialisations) are prepared again for each of those."""
+        seen: set[tuple[int, int]] = set()
+        new = 0
+        for step, rows, width in self.pass_shapes:
+            if step >= warmup_steps and (rows, width) not in seen:
+                new += 1
+            seen.add((rows, width))
+        timed = self.steps_done - warmup_steps
+        return {"distinct_pass_shapes": len(seen),
+                "new_pass_shapes_per_timed_step": round(new / timed, 2) if timed > 0 else None}
 
     def _linear_pass(self, module, args) -> None:
         x = args[0]
@@ -251,6 +277,46 @@ def peak_flops(device: torch.device) -> tuple[float | None, str]:
         if key in name:
             return value, name
     return None, name
+
+
+SDPA_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                 "math": "MATH"}
+
+
+def sdpa_backends(names) -> contextlib.AbstractContextManager:
+    """A context in which ``scaled_dot_product_attention`` may use only the backends
+    ``names`` (keys of :data:`SDPA_BACKENDS`); None: PyTorch's own choice."""
+    if not names:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[name]) for name in names])
+
+
+def attention_kernel(device: torch.device, dtype: torch.dtype) -> str:
+    """The kernel ``scaled_dot_product_attention`` runs for an encoder's training pass
+    here: bert-base's heads (12 x 64), a padded batch with transformers' boolean
+    mask, inputs that need gradients, in ``dtype`` (bf16 under autocast), under the
+    backends allowed at the call. Read off the aten op it dispatches to; the math
+    backend has none of its own (it is decomposed into matmuls and a softmax)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = (torch.randn(2, 12, 40, 64, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 40, 40, dtype=torch.bool, device=device)
+    mask[1, :, :, 30:] = False  # the second sequence is 30 tokens long
+    with Ops() as ops:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    fused = [name for name in ops.names if "attention" in name]
+    return fused[0] if fused else "math (decomposed: " + ", ".join(dict.fromkeys(ops.names)) + ")"
 
 
 def synchronize(device: torch.device) -> None:
@@ -304,11 +370,16 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
 
 
 def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device,
-               settings: dict | None = None, around_training=contextlib.nullcontext) -> dict:
+               settings: dict | None = None, around_training=contextlib.nullcontext,
+               method_settings: dict | None = None, attention_backends: tuple[str, ...] | None = None) -> dict:
     """Train ``name`` for warm-up + timed steps and measure it (see the module docstring).
+    ``settings``: training settings over the paper's; ``method_settings``: the method's
+    own (e.g. DeCLUTR's ``pad_to_multiple_of``); ``attention_backends``: the SDPA
+    backends allowed (keys of :data:`SDPA_BACKENDS`; None: PyTorch's choice);
     ``around_training``: a context manager factory the training runs inside (the
     profiler of ``--profile``)."""
     from accelerate.utils import set_seed
+    from torch.optim.optimizer import register_optimizer_step_post_hook
     from transformers import AutoModel
 
     from contrastive_sentence_embeddings.pooling import check_pooling
@@ -319,7 +390,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     training = {"max_steps": steps, "epochs": 1000, "eval_every": 0, "log_every": window, "checkpoint_dir": None,
                 "device": "cpu" if device.type == "cpu" else None, "num_processes": 1,
                 "seed": 42, **args.training_settings, **(settings or {})}
-    block = method_block(name, {"training": training, "max_examples": None})
+    block = method_block(name, {"training": training, "max_examples": None, "method": method_settings or {}})
     folder = build_encoder_folder(shape, tokenizer, folders)
     set_seed(42)
     encoder = AutoModel.from_pretrained(folder, **({"attn_implementation": args.attention} if args.attention else {}))
@@ -333,13 +404,25 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     examples, collate = training_examples(name, block, tokenizer, model, inputs, needed)
     heads = list(model.heads.values()) + ([model.encoder] if block.family == "pairs" else [])
     counter = WorkCounter(model.encoder if block.family != "pairs" else None, heads)
+    step_hook = register_optimizer_step_post_hook(counter.count_step)
     synchronize(device)
     started = time.perf_counter()
-    with around_training():
-        result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
-    synchronize(device)
-    wall = time.perf_counter() - started
-    counter.remove()
+    try:
+        with sdpa_backends(attention_backends):
+            with around_training():
+                result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
+            synchronize(device)
+            wall = time.perf_counter() - started
+            precision = result.extra.get("mixed_precision")
+            if block.family == "pairs":
+                kernel = None  # CLSR trains linear layers on cached embeddings
+            elif args.attention == "eager":
+                kernel = "eager attention (no SDPA)"
+            else:
+                kernel = attention_kernel(device, torch.bfloat16 if precision == "bf16" else torch.float32)
+    finally:
+        step_hook.remove()
+        counter.remove()
     totals = counter.totals()
     curve = result.curve
     rows = curve[curve["step"] > window].dropna(subset=["examples_per_second"])
@@ -350,7 +433,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     peak, device_name = peak_flops(device)
     row = {
         "method": name, "encoder_config": shape, "batch_size": batch, "max_length": block.training.max_length,
-        "precision": result.extra.get("mixed_precision"), "steps_timed": int(len(rows) * window),
+        "precision": precision, "steps_timed": int(len(rows) * window),
         "warmup_steps": window, "examples_per_second": round(examples_timed / seconds, 2),
         "step_ms": round(1000 * step_seconds, 2),
         "tokens_per_second": round(per_step["real_tokens"] / step_seconds, 1) if per_step["real_tokens"] else None,
@@ -361,8 +444,13 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
         "mfu": round(per_step["model_flops"] / step_seconds / peak, 4) if peak else None,
         "hfu": round(per_step["hardware_flops"] / step_seconds / peak, 4) if peak else None,
         "peak_memory_gib": result.extra["peak_memory_gib"], "peak_memory_measure": result.extra["peak_memory_measure"],
-        "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2), "wall_seconds": round(wall, 1),
-        "settings": settings or {}, "attention": args.attention or "default (sdpa)", "device": device_name,
+        "encoder_passes_per_step": round(totals["encoder_passes"] / steps, 2),
+        **(counter.shape_summary(window) if block.family != "pairs" else {}), "wall_seconds": round(wall, 1),
+        "settings": settings or {}, "method_settings": method_settings or {},
+        **({"bucket_tokens": block.method.bucket_tokens, "pad_to_multiple_of": block.method.pad_to_multiple_of}
+           if block.family == "documents" else {}),
+        "attention": args.attention or "default (sdpa)", "attention_backends": list(attention_backends or ()) or "any",
+        "attention_kernel": kernel, "device": device_name,
         **({} if args.cpu_shortcuts else {"cpu_shortcuts": False}),
     }
     if args.eval_cost and block.family == "sentences" and not settings:
@@ -589,8 +677,10 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
 
 # --- the ablation -------------------------------------------------------------------------
 # SimCSE with each speed setting turned off (or on, where off is the default), one at a
-# time against the default: (key for --ablation, label in the table, training settings,
-# benchmark-only switches).
+# time against the default, then DeCLUTR's: (key for --ablation, label in the table,
+# training settings, switches: "method" (default simcse), "method_settings" (the
+# method's own parameters), "attention_backends" (the SDPA backends allowed),
+# "attention" (transformers' attention implementation), "host_sync").
 ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
     ("default", "default", {}, {}),
     ("fp32-tf32", "fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, {}),
@@ -605,8 +695,20 @@ ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
     ("compile-static", "torch.compile, static shapes", {"compile": True, "static_shapes": True}, {}),
     ("cuda-graphs", "torch.compile reduce-overhead (CUDA graphs), static shapes",
      {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
+    # DeCLUTR's passes: is its step slow because most of them have a shape never seen
+    # before (cuDNN's attention builds a graph per shape)? Free widths (run 4's setting)
+    # with and without cuDNN's attention, and widths rounded to 8 (conf/paper) and 64.
+    ("declutr-default", "DeCLUTR, conf/paper (bucket widths a multiple of 8)", {}, {"method": "declutr"}),
+    ("declutr-pad-1", "DeCLUTR, free bucket widths", {},
+     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1}}),
+    ("declutr-pad-1-no-cudnn-attention", "DeCLUTR, free bucket widths, SDPA without cuDNN", {},
+     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1},
+      "attention_backends": ("flash", "efficient", "math")}),
+    ("declutr-pad-64", "DeCLUTR, bucket widths a multiple of 64", {},
+     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 64}}),
 ]
-CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs")  # nothing to measure on a CPU
+# nothing to measure on a CPU (fp32 and TF32, pinned memory, CUDA graphs, cuDNN's attention)
+CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs", "declutr-pad-1-no-cudnn-attention")
 
 
 def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, dict, dict]]:
@@ -626,23 +728,30 @@ def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, 
     return [by_key[key] for key in dict.fromkeys(keys)]
 
 
-def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: list[dict], on_row=None) -> None:
-    """SimCSE under each variant of ``args.ablation``, appended to ``rows`` one by one;
-    ``on_row`` is called after each (the report is saved there, so a run stopped in the
-    middle keeps the rows it measured)."""
+def ablation_rows(args, inputs, tokenizer, folders, device, rows: list[dict], on_row=None) -> None:
+    """Each variant of ``args.ablation`` (its method on ``--encoder-config`` or the
+    method's paper encoder), appended to ``rows`` one by one; ``on_row`` is called
+    after each (the report is saved there, so a run stopped in the middle keeps the
+    rows it measured)."""
     for key, label, settings, extra in ablation_variants(args.ablation, device.type):
+        method = extra.get("method", "simcse")
+        shape = args.encoder_config or PAPER_ENCODER.get(method, "bert-base-uncased")
         if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
-            row = variant_in_subprocess(label, shape, args, settings)
+            row = variant_in_subprocess(label, method, shape, args, settings)
         else:
             local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
                                           "eval_cost": False})
             trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
             try:
-                row = run_method("simcse", shape, local, inputs, tokenizer, folders, device, settings=settings)
+                row = run_method(method, shape, local, inputs, tokenizer, folders, device, settings=settings,
+                                 method_settings=extra.get("method_settings"),
+                                 attention_backends=extra.get("attention_backends"))
                 row["variant"] = label
             except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
                 logger.exception("ablation variant %s failed", label)
-                row = {"variant": label, "error": f"{type(error).__name__}: {error}"[:300]}
+                row = {"method": method, "variant": label, "error": f"{type(error).__name__}: {error}"[:300]}
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
             finally:
                 trainer_module.HOST_SYNC_EVERY_STEP = False
         row["variant_key"] = key
@@ -652,11 +761,11 @@ def ablation_rows(shape: str, args, inputs, tokenizer, folders, device, rows: li
         print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
 
 
-def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:
-    """SimCSE with ``settings`` measured by this script in a process of its own."""
+def variant_in_subprocess(label: str, method: str, shape: str, args, settings: dict) -> dict:
+    """``method`` with ``settings`` measured by this script in a process of its own."""
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "row.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", "simcse",
+        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", method,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--no-peer", "--no-eval-cost",
                    "--encoder-config", shape, "--output", str(output),
                    *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()]]
@@ -668,7 +777,7 @@ def variant_in_subprocess(label: str, shape: str, args, settings: dict) -> dict:
             command += ["--tokenizer", args.tokenizer]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode or not output.is_file():
-            return {"variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+            return {"method": method, "variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
         row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
     row["variant"] = label
     return row
@@ -720,7 +829,7 @@ MAIN_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("batch", "
                 ("precision", "precision"), ("examples/s", "examples_per_second"), ("step ms", "step_ms"),
                 ("tokens/s", "tokens_per_second"), ("padding", "padding_share"), ("TFLOP/s", "achieved_tflops"),
                 ("MFU", "mfu"), ("HFU", "hfu"), ("peak GiB", "peak_memory_gib"),
-                ("dev eval s", "dev_eval_seconds"), ("eval share /125 steps", "dev_eval_share_of_125_steps")]
+                ("new shapes/step", "new_pass_shapes_per_timed_step"), ("dev eval s", "dev_eval_seconds"), ("eval share /125 steps", "dev_eval_share_of_125_steps")]
 PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step ms (profiled)", "step_ms_profiled"),
                    ("batch ms", "batch_ms_per_step"),
                    ("device ms", "device_ms_per_step"), ("device busy", "device_busy_share"),
@@ -740,8 +849,8 @@ def main() -> None:
     parser.add_argument("--attention", default=None, choices=["sdpa", "eager"], help="default: transformers' own")
     parser.add_argument("--no-peer", dest="peer", action="store_false")
     parser.add_argument("--ablation", nargs="?", const="all", default="", metavar="VARIANTS",
-                        help="also measure SimCSE under each speed setting on and off: all (alone: --ablation), "
-                             "or keys in the order to run them, e.g. default,static-shapes,cuda-graphs; keys: "
+                        help="also measure each speed setting on and off (SimCSE's, then DeCLUTR's): all (alone: "
+                             "--ablation), or keys in the order to run them, e.g. default,static-shapes,cuda-graphs; keys: "
                              + ", ".join(key for key, *_ in ABLATION_VARIANTS))
     parser.add_argument("--scaling", default="", help="SimCSE batch sizes to add, e.g. 256,1024")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -794,7 +903,8 @@ def main() -> None:
     report = {
         "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
         "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
-        "cuda": torch.version.cuda, "python": platform.python_version(), "host": platform.node(),
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "python": platform.python_version(), "host": platform.node(),
         "cpu": cpu_description(), "cpu_threads": torch.get_num_threads(), "environment": tuning_environment(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts,
@@ -851,9 +961,8 @@ def main() -> None:
                     report["rows"].append(again)
                 save()
         if args.ablation:
-            print("ablation (SimCSE) ...", flush=True)
-            ablation_rows(args.encoder_config or "bert-base-uncased", args, inputs, tokenizer, folders, device,
-                          report["ablation"], on_row=save)
+            print("ablation ...", flush=True)
+            ablation_rows(args, inputs, tokenizer, folders, device, report["ablation"], on_row=save)
     if args.scaling:
         print("batch scaling (SimCSE) ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:
@@ -870,9 +979,11 @@ def main() -> None:
     print(markdown(report["rows"] + report["peer"], MAIN_COLUMNS))
     if report["ablation"]:
         print()
-        print(markdown(report["ablation"], [("variant", "variant"), ("examples/s", "examples_per_second"),
-                                            ("step ms", "step_ms"), ("MFU", "mfu"), ("peak GiB", "peak_memory_gib"),
-                                            ("error", "error")]))
+        print(markdown(report["ablation"], [("method", "method"), ("variant", "variant"),
+                                            ("examples/s", "examples_per_second"), ("step ms", "step_ms"),
+                                            ("MFU", "mfu"), ("new shapes/step", "new_pass_shapes_per_timed_step"),
+                                            ("attention kernel", "attention_kernel"),
+                                            ("peak GiB", "peak_memory_gib"), ("error", "error")]))
     if report["scaling"]:
         print()
         print(markdown(report["scaling"], [("variant", "variant"), ("examples/s", "examples_per_second"),

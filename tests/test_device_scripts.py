@@ -111,21 +111,29 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
     assert "training_throughput: ok" in log and "SimCSE / sentence-transformers MNRL examples/s" in log
 
 
-def test_part_two_profiles_declutr_first_then_a_compiled_step_and_skips_what_it_is_told(tmp_path, mirror_dir):
+def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_told(tmp_path, mirror_dir):
     out = tmp_path / "out"
     # the miniature paper run needs wheels for the device's Python: rehearsed by hand (docs/gpu.md)
     done = device_check(out, mirror_dir, PART="2", PROFILE_STEPS="2", SKIP_STAGES="paper_miniature")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     files = sorted(out.iterdir())
     assert len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
-    assert {f.name for f in files} == {"device_check.log", "device_check.json", "training_profile.json",
-                                       "training_profile_compiled.json", "declutr_memory.json"}
+    assert {f.name for f in files} == {"device_check.log", "device_check.json", "declutr_ablation.json",
+                                       "training_profile.json", "training_profile_compiled.json",
+                                       "declutr_memory.json"}
     summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
     assert summary["part"] == 2
     assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
-        ("training_profile", "ok"), ("training_profile_compiled", "ok"), ("declutr_memory", "ok"),
+        ("declutr_ablation", "ok"), ("training_profile", "ok"), ("training_profile_compiled", "ok"),
+        ("declutr_memory", "ok"),
         ("paper_miniature", "skipped: named in SKIP_STAGES")]
 
+    ablation = json.loads((out / "declutr_ablation.json").read_text(encoding="utf-8"))
+    assert [row["method"] for row in ablation["rows"]] == ["declutr"]
+    assert ablation["rows"][0]["pad_to_multiple_of"] == 8  # conf/paper, then the variants (no cuDNN on a CPU)
+    assert [(row["method"], row["variant_key"], row.get("pad_to_multiple_of")) for row in ablation["ablation"]] == [
+        ("declutr", "declutr-pad-1", 1), ("declutr", "declutr-pad-64", 64)]
+    assert all("error" not in row and row["new_pass_shapes_per_timed_step"] >= 0 for row in ablation["ablation"])
     profile = json.loads((out / "training_profile.json").read_text(encoding="utf-8"))
     assert [p["method"] for p in profile["profiles"]] == ["declutr", "simcse"]  # the unexplained step first
     assert all("error" not in p and p["steps_recorded"] == 2 for p in profile["profiles"])

@@ -67,6 +67,17 @@ def test_simcse_can_be_costed_from_an_ablation_row_with_the_default_rows_evaluat
     assert "cuda-grpahs" in done.stderr and RUN4.name in done.stderr and "cuda-graphs" in done.stderr
 
 
+def test_a_declutr_variant_is_not_taken_for_simcse(tmp_path):
+    throughput = json.loads(RUN4.read_text(encoding="utf-8"))
+    declutr = {row["method"]: row for row in throughput["rows"]}["declutr"]
+    throughput["ablation"].append({**declutr, "variant": "DeCLUTR, bucket widths a multiple of 64",
+                                   "variant_key": "declutr-pad-64"})
+    results = tmp_path / "with_declutr_variants.json"
+    results.write_text(json.dumps(throughput), encoding="utf-8")
+    done = paper_cost(str(results), "--simcse-variant", "declutr-pad-64", "--output", str(tmp_path / "cost.json"))
+    assert done.returncode == 2 and "declutr-pad-64" in done.stderr and "cuda-graphs" in done.stderr
+
+
 @pytest.mark.parametrize("committed", sorted(RESULTS.glob("paper_cost_*.json")), ids=lambda path: path.name)
 def test_every_committed_cost_file_is_what_its_command_gives_now(committed, tmp_path):
     recorded = json.loads(committed.read_text(encoding="utf-8"))

@@ -64,6 +64,14 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
         assert rows[name]["dev_eval_seconds"] > 0 and 0 < rows[name]["dev_eval_share_of_125_steps"]
     assert rows["declutr"]["encoder_passes_per_step"] > 1  # length buckets: several passes a step
     assert rows["simcse"]["encoder_passes_per_step"] == 1  # both views in one doubled batch
+    # the paper's DeCLUTR block, recorded with the row; the shapes its passes had
+    assert (rows["declutr"]["bucket_tokens"], rows["declutr"]["pad_to_multiple_of"]) == (8192, 8)
+    for name, row in rows.items():
+        if name == "clsr":
+            assert row["attention_kernel"] is None and "distinct_pass_shapes" not in row
+            continue
+        assert row["attention_kernel"] == "_scaled_dot_product_flash_attention_for_cpu"  # torch's CPU SDPA
+        assert row["distinct_pass_shapes"] >= 1 and row["new_pass_shapes_per_timed_step"] >= 0
 
 
 def test_the_profile_records_whole_training_steps(smoke_run):
@@ -115,6 +123,40 @@ def test_the_ablation_runs_the_variants_named_in_the_order_named():
         benchmark.ablation_variants("default,cuda-graph", "cuda")
     with pytest.raises(ValueError, match="CUDA-only"):
         benchmark.ablation_variants("default,cuda-graphs", "cpu")
+
+
+def test_declutrs_variants_name_their_method_and_cudnn_is_cuda_only():
+    benchmark = load_script(SCRIPT)
+    chosen = benchmark.ablation_variants("declutr-pad-1,declutr-pad-64", "cpu")
+    assert [(extra["method"], extra["method_settings"]) for *_, extra in chosen] == [
+        ("declutr", {"pad_to_multiple_of": 1}), ("declutr", {"pad_to_multiple_of": 64})]
+    with pytest.raises(ValueError, match="CUDA-only"):
+        benchmark.ablation_variants("declutr-pad-1-no-cudnn-attention", "cpu")
+    (*_, extra), = benchmark.ablation_variants("declutr-pad-1-no-cudnn-attention", "cuda")
+    assert "cudnn" not in extra["attention_backends"]
+
+
+def test_the_attention_kernel_probe_sees_the_backends_allowed():
+    import torch
+
+    benchmark = load_script(SCRIPT)
+    cpu = torch.device("cpu")
+    assert benchmark.attention_kernel(cpu, torch.float32) == "_scaled_dot_product_flash_attention_for_cpu"
+    with benchmark.sdpa_backends(("math",)):
+        assert benchmark.attention_kernel(cpu, torch.float32).startswith("math (decomposed: ")
+    with benchmark.sdpa_backends(None):  # PyTorch's own choice again
+        assert benchmark.attention_kernel(cpu, torch.float32) == "_scaled_dot_product_flash_attention_for_cpu"
+
+
+def test_new_pass_shapes_are_counted_after_the_warm_up_only():
+    benchmark = load_script(SCRIPT)
+    counter = benchmark.WorkCounter(None, [])
+    # step 0: (8, 100) and (4, 200); step 1: (8, 100) again and a new (8, 96); step 2: (4, 200), (2, 300)
+    counter.pass_shapes = [(0, 8, 100), (0, 4, 200), (1, 8, 100), (1, 8, 96), (2, 4, 200), (2, 2, 300)]
+    counter.steps_done = 3
+    assert counter.shape_summary(1) == {"distinct_pass_shapes": 4, "new_pass_shapes_per_timed_step": 1.0}
+    assert counter.shape_summary(0) == {"distinct_pass_shapes": 4, "new_pass_shapes_per_timed_step": round(4 / 3, 2)}
+    assert counter.shape_summary(3)["new_pass_shapes_per_timed_step"] is None  # no timed step
 
 
 def test_an_unknown_ablation_variant_is_refused_before_anything_runs():

@@ -12,10 +12,12 @@
 # against eager); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
 # settings with sentence-transformers' trainer as the peer, then SimCSE's speed settings
 # (static shapes, CUDA graphs, torch.compile with static shapes).
-# Part 2, explain and prove the path: where a DeCLUTR and a SimCSE step go (--profile:
-# the device's busy share, launches, the host reads with the line behind each), then a
-# SimCSE step as CUDA graphs, DeCLUTR's memory at the paper's batch, and last `kedro run
-# --env paper` in miniature (paper_miniature.sh).
+# Part 2, explain and prove the path: DeCLUTR with free and rounded bucket widths and
+# without cuDNN's attention (is its slow step the per-shape preparation of new pass
+# shapes?), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
+# launches, the host reads with the line behind each), then a SimCSE step as CUDA
+# graphs, DeCLUTR's memory at the paper's batch, and last `kedro run --env paper` in
+# miniature (paper_miniature.sh).
 #
 # Every stage runs under what is left of BUDGET_S; one that cannot start with the time it
 # needs is skipped and said so, one that runs out is stopped (the benchmarks save after
@@ -155,8 +157,17 @@ if [[ "$PART" == 1 ]]; then
     stage training_throughput 90 "${throughput[@]}" --methods simcse,declutr --steps "$STEPS" --warmup "$WARMUP" \
         --ablation "$ablation" --output "$OUT/training_throughput.json"
 else
-    # DeCLUTR first: its step is the one not yet explained (SimCSE's was profiled on the
-    # H100 in run 4); the two rows and their profiles took 96 s there, hence 120.
+    # DeCLUTR's step (run 4: 671 ms, 2.0% MFU) is the one not yet explained. Most of its
+    # passes have a shape no earlier pass had (benchmarks/declutr_shapes.py), and PyTorch
+    # 2.11 runs SDPA on Hopper through cuDNN, which builds a graph per shape: the main row
+    # is conf/paper (widths a multiple of 8), then free widths with and without cuDNN's
+    # attention, then a multiple of 64. Each row ~40 s at run 4's step time.
+    declutr_variants="declutr-pad-1,declutr-pad-1-no-cudnn-attention,declutr-pad-64"
+    [[ "$DEVICE" == cpu ]] && declutr_variants="declutr-pad-1,declutr-pad-64"  # no cuDNN on a CPU
+    stage declutr_ablation 90 "${throughput[@]}" --methods declutr --steps "$WARMUP" --warmup "$WARMUP" \
+        --no-peer --no-eval-cost --ablation "$declutr_variants" --output "$OUT/declutr_ablation.json"
+    # DeCLUTR first: SimCSE's step was profiled on the H100 in run 4; the two rows and
+    # their profiles took 96 s there, hence 120.
     stage training_profile 120 "${throughput[@]}" --methods declutr,simcse --steps "$WARMUP" --warmup "$WARMUP" \
         --no-peer --no-eval-cost --profile "$PROFILE_STEPS" --output "$OUT/training_profile.json"
     # SimCSE's step as CUDA graphs (run 4: 17.9 ms against 13.6 ms of eager kernels): is

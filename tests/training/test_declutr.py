@@ -187,6 +187,16 @@ def test_pad_to_multiple_of_rounds_bucket_widths_and_changes_nothing_but_padding
         assert float(logs_rounded[term]) == pytest.approx(float(logs_plain[term]), rel=1e-5)
 
 
+def test_rounded_widths_stop_at_the_longest_sequence_the_model_takes(documents, span_table, tokenizer):
+    # spans clipped to 40 tokens: sequences of at most 42 with [CLS] and [SEP]; 48 would
+    # be past the model's positions, so the widest buckets stay at 42
+    collate = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, max_span_tokens=40,
+                           pad_to_multiple_of=24)
+    batch = collate(documents["doc_id"].tolist())
+    widths = {b["input_ids"].shape[1] for part in ("anchors", "positives") for b in batch[part]}
+    assert 42 in widths and widths <= {24, 42}
+
+
 def test_pad_to_multiple_of_must_be_a_positive_integer(documents, span_table, tokenizer):
     from contrastive_sentence_embeddings.config import ParameterValueError
 
@@ -210,6 +220,7 @@ def test_length_buckets_respect_the_token_budget_and_cover_everything():
     # three 33-token sequences: 99 padded tokens as they are, 3 x 64 = 192 > 128 rounded up to 32s
     assert length_buckets([33, 33, 33], 128) == [[0, 1, 2]]
     assert length_buckets([33, 33, 33], 128, multiple=32) == [[0, 1], [2]]
+    assert length_buckets([33, 33, 33], 128, multiple=32, cap=40) == [[0, 1, 2]]  # widths 40: 120 tokens
     pieces = [torch.tensor([[float(i)] for i in b]) for b in buckets]
     assert unbucket(pieces, [torch.tensor(b) for b in buckets], len(lengths)).flatten().tolist() == list(range(8))
 

@@ -129,22 +129,26 @@ def masked_positions(labels: torch.Tensor) -> torch.Tensor:
     return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
 
 
-def padded_width(length: int, multiple: int) -> int:
-    """``length`` rounded up to a multiple of ``multiple`` (1: unchanged)."""
-    return -(-length // multiple) * multiple
+def padded_width(length: int, multiple: int, cap: int | None = None) -> int:
+    """``length`` rounded up to a multiple of ``multiple`` (1: unchanged), but never
+    past ``cap`` (the model's longest sequence: a width beyond it has no position
+    embeddings) unless ``length`` itself is."""
+    rounded = -(-length // multiple) * multiple
+    return rounded if cap is None else max(length, min(rounded, cap))
 
 
-def length_buckets(lengths: Sequence[int], max_tokens: int, multiple: int = 1) -> list[list[int]]:
+def length_buckets(lengths: Sequence[int], max_tokens: int, multiple: int = 1,
+                   cap: int | None = None) -> list[list[int]]:
     """Indices grouped into buckets of similar length: sorted by length, a bucket
     closes when one more sequence would make ``len(bucket) * width`` exceed
     ``max_tokens`` (the padded size of one forward pass; ``width`` is the longest
-    member rounded up to a multiple of ``multiple``). A sequence whose width exceeds
+    member rounded up by :func:`padded_width`). A sequence whose width exceeds
     ``max_tokens`` gets a bucket of its own."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     buckets: list[list[int]] = []
     current: list[int] = []
     for index in order:
-        if current and (len(current) + 1) * padded_width(lengths[index], multiple) > max_tokens:
+        if current and (len(current) + 1) * padded_width(lengths[index], multiple, cap) > max_tokens:
             buckets.append(current)
             current = []
         current.append(index)
@@ -243,8 +247,10 @@ class DeclutrCollate:
                 labels.append(label[0])
             sequences = masked_sequences
         buckets = []
-        for members in length_buckets([len(s) for s in sequences], self.bucket_tokens, self.pad_to_multiple_of):
-            width = padded_width(max(len(sequences[i]) for i in members), self.pad_to_multiple_of)
+        longest = self.max_span_tokens + len(self._prefix) + len(self._suffix)  # what the model takes
+        for members in length_buckets([len(s) for s in sequences], self.bucket_tokens, self.pad_to_multiple_of,
+                                      longest):
+            width = padded_width(max(len(sequences[i]) for i in members), self.pad_to_multiple_of, longest)
             input_ids = torch.full((len(members), width), self.tokenizer.pad_token_id, dtype=torch.long)
             attention_mask = torch.zeros((len(members), width), dtype=torch.long)
             for row, index in enumerate(members):

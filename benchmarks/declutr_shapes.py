@@ -4,6 +4,7 @@
 
     python benchmarks/declutr_shapes.py                      # multiples 1, 8, 64, 128
     python benchmarks/declutr_shapes.py --multiples 1,16 --steps 200
+    python benchmarks/declutr_shapes.py --bucket-tokens 4096,8192,16384,32768 --multiples 1,8,64
 
 Why it matters: on a GPU some kernels are prepared per input shape and cached, and a
 step that keeps meeting new shapes keeps paying for the preparation. PyTorch >= 2.10
@@ -83,6 +84,8 @@ def main() -> None:
     parser.add_argument("--multiples", default="1,8,64,128", help="pad_to_multiple_of values, comma-separated")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20, help="steps before new shapes are counted")
+    parser.add_argument("--bucket-tokens", default=None,
+                        help="padded tokens per pass, comma-separated (default: conf/paper's method.bucket_tokens)")
     parser.add_argument("--mirror", default=None)
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument("--output", default=str(throughput.RESULTS_DIR / "declutr_shapes.json"))
@@ -95,6 +98,12 @@ def main() -> None:
         parser.error(f"--multiples {args.multiples!r}: expected integers, e.g. 1,8,64")
     if not multiples or min(multiples) < 1:
         parser.error("--multiples: at least one, each >= 1")
+    try:
+        budgets = [int(b) for b in args.bucket_tokens.split(",") if b.strip()] if args.bucket_tokens else [None]
+    except ValueError:
+        parser.error(f"--bucket-tokens {args.bucket_tokens!r}: expected integers, e.g. 8192,16384")
+    if not budgets or min(b or 1 for b in budgets) < 1:
+        parser.error("--bucket-tokens: at least one, each >= 1")
     from transformers import AutoTokenizer
 
     from contrastive_sentence_embeddings.training.declutr import DeclutrCollate
@@ -109,21 +118,21 @@ def main() -> None:
     documents, library_collate = throughput.training_examples(
         "declutr", block, tokenizer, model, inputs, block.training.batch_size * (args.steps + 1))
     rows = []
-    for multiple in multiples:
-        collate = DeclutrCollate(library_collate.token_ids, library_collate.spans, tokenizer,
-                                 max_span_tokens=library_collate.max_span_tokens,
-                                 mlm_probability=library_collate.mlm_probability,
-                                 bucket_tokens=library_collate.bucket_tokens, pad_to_multiple_of=multiple,
-                                 seed=library_collate.seed)
-        shapes = pass_shapes(collate, documents, block.training.batch_size, args.steps, seed=42)
-        rows.append({"pad_to_multiple_of": multiple, **summarise(shapes, args.warmup)})
-        print(f"pad_to_multiple_of {multiple}: " + ", ".join(f"{k} {v}" for k, v in rows[-1].items()
-                                                             if k != "pad_to_multiple_of"), flush=True)
+    for budget in budgets:
+        budget = budget or library_collate.bucket_tokens
+        for multiple in multiples:
+            collate = DeclutrCollate(library_collate.token_ids, library_collate.spans, tokenizer,
+                                     max_span_tokens=library_collate.max_span_tokens,
+                                     mlm_probability=library_collate.mlm_probability, bucket_tokens=budget,
+                                     pad_to_multiple_of=multiple, seed=library_collate.seed)
+            shapes = pass_shapes(collate, documents, block.training.batch_size, args.steps, seed=42)
+            rows.append({"bucket_tokens": budget, "pad_to_multiple_of": multiple, **summarise(shapes, args.warmup)})
+            print(", ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
     report = {
         "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
         "python": platform.python_version(), "torch": torch.__version__, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "documents": len(documents), "batch_size": block.training.batch_size,
-        "bucket_tokens": library_collate.bucket_tokens, "max_span_tokens": library_collate.max_span_tokens,
+        "conf_paper_bucket_tokens": library_collate.bucket_tokens, "max_span_tokens": library_collate.max_span_tokens,
         "steps": args.steps, "warmup_steps": args.warmup, "epochs": math.ceil(args.steps / (len(documents)
                                                                                             // block.training.batch_size)),
         "rows": rows,

@@ -78,7 +78,7 @@ def device_check(out: Path, mirror: Path, **settings: str) -> subprocess.Complet
     """device_check.sh as a rehearsal on this CPU (a tiny encoder, the GPU's path)."""
     env = {key: value for key, value in os.environ.items() if key not in ("CSE_CODE_VERSION", "PART", "BUDGET_S")}
     env.update({"OUT": str(out), "CSE_DATA_MIRROR": str(mirror), "PYTHON": sys.executable, "DEVICE": "cpu",
-                "ENCODER_CONFIG": "tiny", "STEPS": "1", "WARMUP": "1", **settings})
+                "ENCODER_CONFIG": "tiny", "STEPS": "1", "WARMUP": "1", "SDPA_SHAPES": "2", **settings})
     return subprocess.run(["bash", str(DEVICE_CHECK)], cwd=DEVICE_SCRIPTS.parent.parent, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -91,11 +91,13 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
     files = sorted(out.iterdir())
     assert 0 < len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
     assert {f.name for f in files} == {"device_check.log", "device_check.json", "cuda_numerics.txt",
-                                       "training_throughput.json"}
+                                       "sdpa_shapes.json", "training_throughput.json"}
     summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
     assert summary["part"] == 1 and summary["budget_s"] == 300
-    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [("cuda_numerics", "ok"),
-                                                                      ("training_throughput", "ok")]
+    assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
+        ("cuda_numerics", "ok"), ("sdpa_shapes", "ok"), ("training_throughput", "ok")]
+    sdpa = json.loads((out / "sdpa_shapes.json").read_text(encoding="utf-8"))
+    assert [(row["setting"], len(row["shapes"])) for row in sdpa["rows"]] == [("default", 2), ("no-cudnn", 2)]
     assert summary["git_commit"] and summary["machine"]["torch"] == torch.__version__
 
     throughput = json.loads((out / "training_throughput.json").read_text(encoding="utf-8"))

@@ -9,7 +9,9 @@
 #   PART=2 OUT=/some/folder CSE_CODE_VERSION=<commit> benchmarks/device/device_check.sh     # part 2
 #
 # Part 1, measure: the CUDA tests (tests/cuda: numerics, compiled and CUDA-graph training
-# against eager); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
+# against eager); what attention's first call on a new shape costs, with and without
+# cuDNN's SDPA (sdpa_shapes.py, ~20 s: the mechanism suspected behind DeCLUTR's slow
+# step); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
 # settings with sentence-transformers' trainer as the peer, then SimCSE's speed settings
 # (static shapes, CUDA graphs, torch.compile with static shapes).
 # Part 2, explain and prove the path: DeCLUTR with free and rounded bucket widths and
@@ -29,6 +31,7 @@
 # Settings (environment): PART (1), BUDGET_S (300), PYTHON (python3), DEVICE (cuda; cpu
 # rehearses the script on a machine without a GPU), ENCODER_CONFIG (empty: each method's
 # paper encoder; `tiny` for a rehearsal), STEPS and WARMUP (40 and 20), PROFILE_STEPS (5),
+# SDPA_SHAPES (20: shapes per setting in sdpa_shapes.py),
 # SKIP_STAGES (stage names, e.g. `paper_miniature`, to leave out: the log and
 # device_check.json say so),
 # CSE_CODE_VERSION (required on cuda: the machine's copy of .git is not the tree that
@@ -53,6 +56,7 @@ ENCODER_CONFIG="${ENCODER_CONFIG:-}"
 STEPS="${STEPS:-40}"
 WARMUP="${WARMUP:-20}"
 PROFILE_STEPS="${PROFILE_STEPS:-5}"
+SDPA_SHAPES="${SDPA_SHAPES:-20}"
 SKIP_STAGES="${SKIP_STAGES:-}"
 WHEELS="${WHEELS:-$ROOT/.device/wheels}"
 SITE="${SITE:-/tmp/device_check_site}"
@@ -152,6 +156,8 @@ if [[ "$PART" == 1 ]]; then
     fi
     stage cuda_numerics 60 bash -c "set -o pipefail; '$PYTHON' -m pytest -q -rA -p no:cacheprovider tests/cuda \
         2>&1 | tee '$OUT/cuda_numerics.txt'"
+    stage sdpa_shapes 30 "$PYTHON" benchmarks/sdpa_shapes.py --device "$DEVICE" --shapes "$SDPA_SHAPES" \
+        --output "$OUT/sdpa_shapes.json"
     ablation="default,static-shapes,cuda-graphs,compile-static"
     [[ "$DEVICE" == cpu ]] && ablation="default,static-shapes"  # CUDA graphs need CUDA
     stage training_throughput 90 "${throughput[@]}" --methods simcse,declutr --steps "$STEPS" --warmup "$WARMUP" \

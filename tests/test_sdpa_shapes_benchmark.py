@@ -1,0 +1,46 @@
+"""``benchmarks/sdpa_shapes.py``: attention's first call on a new shape against its
+second, with PyTorch's choice of SDPA backend and without cuDNN's (device_check.sh part 1
+runs it on a lent GPU). Here in its CPU mode: the shapes, the settings and the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import load_script
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "sdpa_shapes.py"
+
+
+def test_bucket_shapes_are_distinct_within_the_token_budget_and_avoid_those_seen():
+    sdpa = load_script(SCRIPT)
+    first = sdpa.bucket_shapes(30, seed=0)
+    assert len(set(first)) == 30
+    assert all(34 <= width <= 514 and 1 <= rows and rows * width <= sdpa.BUDGET for rows, width in first)
+    assert not set(sdpa.bucket_shapes(30, seed=0, exclude=set(first))) & set(first)
+
+
+def test_each_setting_times_a_first_and_a_repeated_call_on_shapes_of_its_own(tmp_path):
+    output = tmp_path / "sdpa.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--shapes", "2", "--output", str(output)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(output.read_text(encoding="utf-8"))
+    assert [row["setting"] for row in report["rows"]] == ["default", "no-cudnn"]
+    assert report["dtype"] == "float32" and report["git_commit"]
+    seen = [tuple(shape) for row in report["rows"] for shape in row["shapes"]]
+    assert len(seen) == len(set(seen)) == 4 and (2, 40) not in seen  # no setting finds another's shapes
+    for row in report["rows"]:
+        assert row["attention_kernel"] == "_scaled_dot_product_flash_attention_for_cpu"  # no cuDNN on a CPU
+        assert len(row["first_call_ms"]) == len(row["repeat_call_ms"]) == 2
+        assert all(ms > 0 for ms in row["first_call_ms"] + row["repeat_call_ms"])
+        assert abs(row["first_calls_ms_total"] - sum(row["first_call_ms"])) < 0.1
+    assert "no-cudnn:" in done.stdout
+
+
+def test_an_unknown_setting_is_refused():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--settings", "default,cudnn-only"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown ['cudnn-only']" in done.stderr

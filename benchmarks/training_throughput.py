@@ -293,12 +293,12 @@ def sdpa_backends(names) -> contextlib.AbstractContextManager:
     return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[name]) for name in names])
 
 
-def attention_kernel(device: torch.device, dtype: torch.dtype) -> str:
-    """The kernel ``scaled_dot_product_attention`` runs for an encoder's training pass
-    here: bert-base's heads (12 x 64), a padded batch with transformers' boolean
-    mask, inputs that need gradients, in ``dtype`` (bf16 under autocast), under the
-    backends allowed at the call. Read off the aten op it dispatches to; the math
-    backend has none of its own (it is decomposed into matmuls and a softmax)."""
+def dispatched_attention(call) -> str:
+    """The attention kernel ``call()`` ran, read off the aten ops it dispatched to
+    (``_scaled_dot_product_cudnn_attention``, ``..._efficient_attention``,
+    ``..._flash_attention``, ``..._flash_attention_for_cpu``); the math backend has no
+    op of its own (it is decomposed into matmuls and a softmax), so it is named with
+    the ops it ran."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
@@ -310,13 +310,30 @@ def attention_kernel(device: torch.device, dtype: torch.dtype) -> str:
             self.names.append(str(func.overloadpacket.__name__))
             return func(*args, **(kwargs or {}))
 
-    q, k, v = (torch.randn(2, 12, 40, 64, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
-    mask = torch.ones(2, 1, 40, 40, dtype=torch.bool, device=device)
-    mask[1, :, :, 30:] = False  # the second sequence is 30 tokens long
     with Ops() as ops:
-        torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        call()
     fused = [name for name in ops.names if "attention" in name]
     return fused[0] if fused else "math (decomposed: " + ", ".join(dict.fromkeys(ops.names)) + ")"
+
+
+def model_attention_kernel(model, tokenizer, device: torch.device, bf16: bool) -> str:
+    """The kernel SDPA runs in one of ``model``'s training passes here: two texts of
+    different lengths padded into one batch (with the mask transformers builds for
+    it) through ``model.encode_tokens`` in train mode, so with attention dropout and,
+    on a CPU, the library's shortcuts when they are on; gradients on, bf16 autocast
+    when the run used it, under the backends allowed at the call. Run after training,
+    eagerly (a compiled run's forward is put back by then: inductor may lower
+    attention its own way). On a CPU, attention with dropout has no fused kernel: it
+    is the math backend's ops (or the library's uniform-dropout attention)."""
+    batch = tokenizer(["A short sentence.", "A longer sentence, with a few more words in it than the first."],
+                      padding=True, return_tensors="pt").to(device)
+    was_training = model.training
+    model.train()
+    try:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            return dispatched_attention(lambda: model.encode_tokens(batch["input_ids"], batch["attention_mask"]))
+    finally:
+        model.train(was_training)
 
 
 def synchronize(device: torch.device) -> None:
@@ -408,21 +425,21 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     synchronize(device)
     started = time.perf_counter()
     try:
-        with sdpa_backends(attention_backends):
-            with around_training():
-                result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
-            synchronize(device)
-            wall = time.perf_counter() - started
-            precision = result.extra.get("mixed_precision")
-            if block.family == "pairs":
-                kernel = None  # CLSR trains linear layers on cached embeddings
-            elif args.attention == "eager":
-                kernel = "eager attention (no SDPA)"
-            else:
-                kernel = attention_kernel(device, torch.bfloat16 if precision == "bf16" else torch.float32)
+        with sdpa_backends(attention_backends), around_training():
+            result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
+        synchronize(device)
+        wall = time.perf_counter() - started
     finally:
         step_hook.remove()
         counter.remove()
+    precision = result.extra.get("mixed_precision")
+    if block.family == "pairs":
+        kernel = None  # CLSR trains linear layers on cached embeddings
+    elif args.attention == "eager":
+        kernel = "eager attention (no SDPA)"
+    else:  # after the counter's hooks are gone: the probe's pass is not the run's work
+        with sdpa_backends(attention_backends):
+            kernel = model_attention_kernel(model, tokenizer, device, precision == "bf16")
     totals = counter.totals()
     curve = result.curve
     rows = curve[curve["step"] > window].dropna(subset=["examples_per_second"])

@@ -70,7 +70,8 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
         if name == "clsr":
             assert row["attention_kernel"] is None and "distinct_pass_shapes" not in row
             continue
-        assert row["attention_kernel"] == "_scaled_dot_product_flash_attention_for_cpu"  # torch's CPU SDPA
+        # the GPU's path on a CPU: SDPA with dropout, which only the math backend does here
+        assert row["attention_kernel"].startswith("math (decomposed: ")
         assert row["distinct_pass_shapes"] >= 1 and row["new_pass_shapes_per_timed_step"] >= 0
 
 
@@ -136,16 +137,34 @@ def test_declutrs_variants_name_their_method_and_cudnn_is_cuda_only():
     assert "cudnn" not in extra["attention_backends"]
 
 
-def test_the_attention_kernel_probe_sees_the_backends_allowed():
+def test_the_attention_kernel_probe_sees_the_backends_allowed_and_dropout(tiny_bert, tokenizer):
+    """On a CPU, SDPA has a fused kernel for attention without dropout only: a training
+    pass (attention dropout on) runs the math backend's ops, as the GPU-path rows of
+    the smoke run above say; with dropout off, the fused kernel unless the backends
+    allowed leave it out."""
+    import copy
+
     import torch
 
+    from contrastive_sentence_embeddings.training.dropout import dropout_off
+    from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
+
     benchmark = load_script(SCRIPT)
-    cpu = torch.device("cpu")
-    assert benchmark.attention_kernel(cpu, torch.float32) == "_scaled_dot_product_flash_attention_for_cpu"
-    with benchmark.sdpa_backends(("math",)):
-        assert benchmark.attention_kernel(cpu, torch.float32).startswith("math (decomposed: ")
-    with benchmark.sdpa_backends(None):  # PyTorch's own choice again
-        assert benchmark.attention_kernel(cpu, torch.float32) == "_scaled_dot_product_flash_attention_for_cpu"
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls", build_method("simcse"), real_tokens_only=False,
+                             uniform_dropout=False)
+    assert model.encoder.config._attn_implementation == "sdpa"
+    probe = lambda: benchmark.model_attention_kernel(model, tokenizer, torch.device("cpu"), bf16=False)  # noqa: E731
+    training_pass = probe()
+    assert training_pass.startswith("math (decomposed: ") and "bernoulli_" in training_pass  # SDPA's own dropout
+    with dropout_off(model.encoder):
+        assert probe() == "_scaled_dot_product_flash_attention_for_cpu"
+        with benchmark.sdpa_backends(("math",)):
+            assert probe().startswith("math (decomposed: ")
+        with benchmark.sdpa_backends(None):  # PyTorch's own choice again
+            assert probe() == "_scaled_dot_product_flash_attention_for_cpu"
+    model.eval()
+    probe()
+    assert not model.training and not model.encoder.training  # put back as it was found
 
 
 def test_new_pass_shapes_are_counted_after_the_warm_up_only():

@@ -1,7 +1,8 @@
 """What attention costs the first time it meets an input shape, against the second time,
-under PyTorch's own choice of SDPA backend and with cuDNN's left out.
+under PyTorch's own choice of SDPA backend, with cuDNN's left out, and with cuDNN's
+attention asked to keep one graph for every sequence length.
 
-    python benchmarks/sdpa_shapes.py --device cuda          # ~20 s on an H100
+    python benchmarks/sdpa_shapes.py --device cuda          # ~30 s on an H100
     python benchmarks/sdpa_shapes.py --device cpu --shapes 6
 
 The question behind it (docs/gpu.md, "DeCLUTR's step: new shapes on every step?"): on
@@ -13,7 +14,13 @@ DeCLUTR around it: ``--shapes`` distinct (rows, width) pairs like DeCLUTR's buck
 boolean mask transformers passes), bert-base's heads (12 x 64), bf16 on CUDA (fp32 on
 a CPU), forward and backward, each shape run twice: the first call pays whatever is
 prepared per shape, the second finds it cached. Each backend setting gets its own
-shapes (so none finds the other's graphs) and a warm-up call first. Reported per
+shapes (so none finds the other's graphs) and a warm-up call first. The settings:
+``default`` (PyTorch's choice), ``no-cudnn`` (flash, memory-efficient or math), and
+``cudnn-avoid-recompile`` (PyTorch's choice in a process started with
+``TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1``, pytorch/pytorch#155958: cuDNN's ragged path,
+which needs no new graph for a new sequence length; a process of its own because the
+variable is read once). q, k and v are laid out as transformers' attention makes them
+(batch, length, heads, head size in memory, viewed as batch, heads, length, head size). Reported per
 setting: the kernel SDPA ran, and the first and repeated calls' median and total ms.
 Writes ``benchmarks/results/sdpa_shapes_<device>.json``.
 """
@@ -22,9 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,10 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import training_throughput as throughput  # noqa: E402
 
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.provenance import results_commit, tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
-SETTINGS = {"default": None, "no-cudnn": ("flash", "efficient", "math")}
+SETTINGS = {"default": None, "no-cudnn": ("flash", "efficient", "math"), "cudnn-avoid-recompile": None}
+ENVIRONMENT = {"cudnn-avoid-recompile": {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}}  # set in a child process
 
 
 def bucket_shapes(count: int, seed: int, exclude: set | frozenset = frozenset()) -> list[tuple[int, int]]:
@@ -55,8 +66,9 @@ def bucket_shapes(count: int, seed: int, exclude: set | frozenset = frozenset())
 
 def attention_call(rows: int, width: int, device: torch.device, dtype: torch.dtype, generator) -> float:
     """Milliseconds of one forward and backward of SDPA over a padded batch of this shape."""
-    q, k, v = (torch.randn(rows, HEADS, width, HEAD_DIM, device=device, dtype=dtype, requires_grad=True)
-               for _ in range(3))
+    leaves = [torch.randn(rows, width, HEADS, HEAD_DIM, device=device, dtype=dtype, requires_grad=True)
+              for _ in range(3)]
+    q, k, v = (leaf.transpose(1, 2) for leaf in leaves)  # transformers' layout
     lengths = torch.randint(max(1, width // 2), width + 1, (rows,), generator=generator).to(device)
     keep = torch.arange(width, device=device)[None, :] < lengths[:, None]  # (rows, width): real tokens
     mask = keep[:, None, None, :].expand(rows, 1, width, width)
@@ -85,11 +97,27 @@ def measure(setting: str, shapes: list[tuple[int, int]], device: torch.device, d
             "first_call_ms": [round(x, 3) for x in first], "repeat_call_ms": [round(x, 3) for x in again]}
 
 
+def in_child_process(setting: str, seed: int, args) -> dict:
+    """``setting`` measured by this script in a process started with its variables."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / "row.json"
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--device", args.device,
+                               "--shapes", str(args.shapes), "--settings", setting, "--shape-seed", str(seed),
+                               "--output", str(output)],
+                              capture_output=True, text=True, env={**os.environ, **ENVIRONMENT[setting]})
+        if done.returncode or not output.is_file():
+            return {"setting": setting, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
+    return {**row, "environment": ENVIRONMENT[setting]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
     parser.add_argument("--shapes", type=int, default=20, help="distinct shapes per backend setting")
-    parser.add_argument("--settings", default="default,no-cudnn", help=f"of {', '.join(SETTINGS)}")
+    parser.add_argument("--settings", default="default,no-cudnn,cudnn-avoid-recompile",
+                        help=f"of {', '.join(SETTINGS)}")
+    parser.add_argument("--shape-seed", type=int, default=0, help=argparse.SUPPRESS)  # a child's first seed
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
     settings = [name.strip() for name in args.settings.split(",") if name.strip()]
@@ -113,15 +141,22 @@ def main() -> None:
     }
     output = Path(args.output) if args.output else throughput.RESULTS_DIR / f"sdpa_shapes_{device.type}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
+    report["environment"] = tuning_environment()
     used: set[tuple[int, int]] = set()
-    for index, setting in enumerate(settings):
-        shapes = bucket_shapes(args.shapes, seed=index, exclude=used)
-        used.update(shapes)
-        row = measure(setting, shapes, device, dtype)
+    for index, setting in enumerate(settings, start=args.shape_seed):
+        if setting in ENVIRONMENT and not all(os.environ.get(k) == v for k, v in ENVIRONMENT[setting].items()):
+            row = in_child_process(setting, index, args)
+        else:
+            shapes = bucket_shapes(args.shapes, seed=index, exclude=used)
+            used.update(shapes)
+            row = measure(setting, shapes, device, dtype)
         report["rows"].append(row)
         staging = output.with_name(f".{output.name}.writing")  # after every row: a run cut short keeps it
         staging.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         staging.replace(output)
+        if "error" in row:
+            print(f"{setting}: {row['error']}", flush=True)
+            continue
         print(f"{setting}: {row['attention_kernel']}, first call {row['first_call_ms_median']} ms (median), "
               f"again {row['repeat_call_ms_median']} ms; {len(shapes)} shapes: {row['first_calls_ms_total']} ms "
               f"first, {row['repeat_calls_ms_total']} ms again", flush=True)

@@ -407,7 +407,8 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     training = {"max_steps": steps, "epochs": 1000, "eval_every": 0, "log_every": window, "checkpoint_dir": None,
                 "device": "cpu" if device.type == "cpu" else None, "num_processes": 1,
                 "seed": 42, **args.training_settings, **(settings or {})}
-    block = method_block(name, {"training": training, "max_examples": None, "method": method_settings or {}})
+    method_settings = {**getattr(args, "method_settings", {}), **(method_settings or {})}
+    block = method_block(name, {"training": training, "max_examples": None, "method": method_settings})
     folder = build_encoder_folder(shape, tokenizer, folders)
     set_seed(42)
     encoder = AutoModel.from_pretrained(folder, **({"attn_implementation": args.attention} if args.attention else {}))
@@ -721,6 +722,11 @@ ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
     ("declutr-pad-1-no-cudnn-attention", "DeCLUTR, free bucket widths, SDPA without cuDNN", {},
      {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1},
       "attention_backends": ("flash", "efficient", "math")}),
+    # PyTorch's opt-in (pytorch/pytorch#155958): cuDNN's attention through its ragged
+    # path, one graph for every sequence length (read once a process: a process of its own)
+    ("declutr-pad-1-cudnn-avoid-recompile", "DeCLUTR, free bucket widths, TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1", {},
+     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1},
+      "environment": {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}}),
     ("declutr-pad-64", "DeCLUTR, bucket widths a multiple of 64", {},
      {"method": "declutr", "method_settings": {"pad_to_multiple_of": 64}}),
     # Fewer, larger passes (2 a step instead of 5, 44% padding instead of 23%:
@@ -729,7 +735,8 @@ ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
      {"method": "declutr", "method_settings": {"bucket_tokens": 32768}}),
 ]
 # nothing to measure on a CPU (fp32 and TF32, pinned memory, CUDA graphs, cuDNN's attention)
-CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs", "declutr-pad-1-no-cudnn-attention")
+CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs", "declutr-pad-1-no-cudnn-attention",
+                      "declutr-pad-1-cudnn-avoid-recompile")
 
 
 def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, dict, dict]]:
@@ -757,8 +764,10 @@ def ablation_rows(args, inputs, tokenizer, folders, device, rows: list[dict], on
     for key, label, settings, extra in ablation_variants(args.ablation, device.type):
         method = extra.get("method", "simcse")
         shape = args.encoder_config or PAPER_ENCODER.get(method, "bert-base-uncased")
-        if "mixed_precision" in settings:  # accelerate holds one precision per process: a fresh one
-            row = variant_in_subprocess(label, method, shape, args, settings)
+        # accelerate holds one precision per process, and variables are read at start: a fresh one
+        if "mixed_precision" in settings or extra.get("environment"):
+            row = variant_in_subprocess(label, method, shape, args, settings, extra.get("method_settings"),
+                                        extra.get("environment"))
         else:
             local = argparse.Namespace(**{**vars(args), "attention": extra.get("attention", args.attention),
                                           "eval_cost": False})
@@ -782,25 +791,32 @@ def ablation_rows(args, inputs, tokenizer, folders, device, rows: list[dict], on
         print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
 
 
-def variant_in_subprocess(label: str, method: str, shape: str, args, settings: dict) -> dict:
-    """``method`` with ``settings`` measured by this script in a process of its own."""
+def variant_in_subprocess(label: str, method: str, shape: str, args, settings: dict,
+                          method_settings: dict | None = None, environment: dict | None = None) -> dict:
+    """``method`` with ``settings`` (training) and ``method_settings`` measured by this
+    script in a process of its own, with ``environment`` added to its variables."""
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "row.json"
+        method_settings = {**getattr(args, "method_settings", {}), **(method_settings or {})}
         command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", method,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--no-peer", "--no-eval-cost",
                    "--encoder-config", shape, "--output", str(output),
-                   *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()]]
+                   *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()],
+                   *[f"--method-set={key}={json.dumps(value)}" for key, value in method_settings.items()]]
         if args.mirror:
             command += ["--mirror", args.mirror]
         if not args.cpu_shortcuts:
             command += ["--no-cpu-shortcuts"]
         if args.tokenizer:
             command += ["--tokenizer", args.tokenizer]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(environment or {})})
         if done.returncode or not output.is_file():
             return {"method": method, "variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-        row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
+        child = json.loads(output.read_text(encoding="utf-8"))
+        row = child["rows"][0]
     row["variant"] = label
+    if environment:
+        row["environment"] = child["environment"]  # what the child recorded it was started with
     return row
 
 
@@ -877,6 +893,9 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                         help="a training setting for every run, typed as Kedro types conf values (1e-5 a float, "
                              "an unquoted no false, taken as \"no\"), e.g. --set mixed_precision=no")
+    parser.add_argument("--method-set", dest="method_set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a parameter of the method's own block for every run (typed as --set), e.g. "
+                             "--methods declutr --method-set pad_to_multiple_of=64")
     parser.add_argument("--no-eval-cost", dest="eval_cost", action="store_false")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="also profile this many steps of every method (torch.profiler): where a step goes")
@@ -902,6 +921,12 @@ def main() -> None:
         if not key or not _:
             parser.error(f"--set {item!r}: expected KEY=VALUE")
         args.training_settings[key] = read_parameters_yaml(value)  # as Kedro's --params types it
+    args.method_settings = {}
+    for item in args.method_set:
+        key, _, value = item.partition("=")
+        if not key or not _:
+            parser.error(f"--method-set {item!r}: expected KEY=VALUE")
+        args.method_settings[key] = read_parameters_yaml(value)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -928,7 +953,8 @@ def main() -> None:
         "python": platform.python_version(), "host": platform.node(),
         "cpu": cpu_description(), "cpu_threads": torch.get_num_threads(), "environment": tuning_environment(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "training_settings": args.training_settings, "cpu_shortcuts": args.cpu_shortcuts,
+        "training_settings": args.training_settings, "method_settings": args.method_settings,
+        "cpu_shortcuts": args.cpu_shortcuts,
         "rows": [], "peer": [], "ablation": [], "scaling": [], "profiles": [],
     }
     for package in ("transformers", "accelerate", "sentence_transformers"):

@@ -97,7 +97,8 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
     assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
         ("cuda_numerics", "ok"), ("sdpa_shapes", "ok"), ("training_throughput", "ok")]
     sdpa = json.loads((out / "sdpa_shapes.json").read_text(encoding="utf-8"))
-    assert [(row["setting"], len(row["shapes"])) for row in sdpa["rows"]] == [("default", 2), ("no-cudnn", 2)]
+    assert [(row["setting"], len(row["shapes"])) for row in sdpa["rows"]] == [
+        ("default", 2), ("no-cudnn", 2), ("cudnn-avoid-recompile", 2)]
     assert summary["git_commit"] and summary["machine"]["torch"] == torch.__version__
 
     throughput = json.loads((out / "training_throughput.json").read_text(encoding="utf-8"))

@@ -1,6 +1,7 @@
 """``benchmarks/sdpa_shapes.py``: attention's first call on a new shape against its
-second, with PyTorch's choice of SDPA backend and without cuDNN's (device_check.sh part 1
-runs it on a lent GPU). Here in its CPU mode: the shapes, the settings and the report."""
+second, with PyTorch's choice of SDPA backend, without cuDNN's, and with cuDNN's asked
+not to recompile per length (device_check.sh part 1 runs it on a lent GPU). Here in its
+CPU mode: the shapes, the settings, the child process and the report."""
 
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ def test_each_setting_times_a_first_and_a_repeated_call_on_shapes_of_its_own(tmp
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(output.read_text(encoding="utf-8"))
-    assert [row["setting"] for row in report["rows"]] == ["default", "no-cudnn"]
+    assert [row["setting"] for row in report["rows"]] == ["default", "no-cudnn", "cudnn-avoid-recompile"]
     assert report["dtype"] == "float32" and report["git_commit"]
+    assert report["environment"] == {}  # the variable is the child's alone
+    assert report["rows"][2]["environment"] == {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}
     seen = [tuple(shape) for row in report["rows"] for shape in row["shapes"]]
-    assert len(seen) == len(set(seen)) == 4  # no setting finds another's shapes
+    assert len(seen) == len(set(seen)) == 6  # no setting finds another's shapes
     for row in report["rows"]:
         assert row["attention_kernel"] == "_scaled_dot_product_flash_attention_for_cpu"  # no cuDNN on a CPU
         assert len(row["first_call_ms"]) == len(row["repeat_call_ms"]) == 2

@@ -131,8 +131,11 @@ def test_declutrs_variants_name_their_method_and_cudnn_is_cuda_only():
     chosen = benchmark.ablation_variants("declutr-pad-1,declutr-pad-64", "cpu")
     assert [(extra["method"], extra["method_settings"]) for *_, extra in chosen] == [
         ("declutr", {"pad_to_multiple_of": 1}), ("declutr", {"pad_to_multiple_of": 64})]
-    with pytest.raises(ValueError, match="CUDA-only"):
-        benchmark.ablation_variants("declutr-pad-1-no-cudnn-attention", "cpu")
+    for cuda_only in ("declutr-pad-1-no-cudnn-attention", "declutr-pad-1-cudnn-avoid-recompile"):
+        with pytest.raises(ValueError, match="CUDA-only"):
+            benchmark.ablation_variants(cuda_only, "cpu")
+    (*_, extra), = benchmark.ablation_variants("declutr-pad-1-cudnn-avoid-recompile", "cuda")
+    assert extra["environment"] == {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}  # a process of its own
     (*_, extra), = benchmark.ablation_variants("declutr-pad-1-no-cudnn-attention", "cuda")
     assert "cudnn" not in extra["attention_backends"]
 
@@ -165,6 +168,39 @@ def test_the_attention_kernel_probe_sees_the_backends_allowed_and_dropout(tiny_b
     model.eval()
     probe()
     assert not model.training and not model.encoder.training  # put back as it was found
+
+
+def test_a_variant_in_a_process_of_its_own_gets_its_method_settings_and_variables(mirror_dir):
+    """What runs DeCLUTR with TORCH_CUDNN_SDPA_AVOID_RECOMPILE on a GPU (the variable is
+    read once a process), rehearsed on CPU: the child trains with the method settings
+    given and records the variable it was started with."""
+    from argparse import Namespace
+
+    benchmark = load_script(SCRIPT)
+    args = Namespace(device="cpu", steps=1, warmup=1, mirror=str(mirror_dir), cpu_shortcuts=False, tokenizer=None,
+                     training_settings={"mixed_precision": "no"}, method_settings={})
+    row = benchmark.variant_in_subprocess("rehearsal", "declutr", "tiny", args, {}, {"pad_to_multiple_of": 64},
+                                          {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"})
+    assert "error" not in row, row
+    assert row["method"] == "declutr" and row["variant"] == "rehearsal" and row["pad_to_multiple_of"] == 64
+    assert row["environment"]["TORCH_CUDNN_SDPA_AVOID_RECOMPILE"] == "1"
+
+
+def test_method_settings_from_the_command_line_reach_every_run(tmp_path, mirror_dir):
+    output = tmp_path / "result.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny", "--methods",
+                           "declutr", "--steps", "1", "--warmup", "1", "--no-peer", "--no-eval-cost",
+                           "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--method-set", "pad_to_multiple_of=64",
+                           "--ablation", "declutr-pad-1", "--output", str(output)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(output.read_text(encoding="utf-8"))
+    assert report["method_settings"] == {"pad_to_multiple_of": 64}
+    assert report["rows"][0]["pad_to_multiple_of"] == 64
+    assert report["ablation"][0]["pad_to_multiple_of"] == 1  # the variant's own setting wins
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--method-set", "pad_to_multiple_of"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "expected KEY=VALUE" in done.stderr
 
 
 def test_new_pass_shapes_are_counted_after_the_warm_up_only():

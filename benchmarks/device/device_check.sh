@@ -156,7 +156,7 @@ if [[ "$PART" == 1 ]]; then
     fi
     stage cuda_numerics 60 bash -c "set -o pipefail; '$PYTHON' -m pytest -q -rA -p no:cacheprovider tests/cuda \
         2>&1 | tee '$OUT/cuda_numerics.txt'"
-    stage sdpa_shapes 30 "$PYTHON" benchmarks/sdpa_shapes.py --device "$DEVICE" --shapes "$SDPA_SHAPES" \
+    stage sdpa_shapes 45 "$PYTHON" benchmarks/sdpa_shapes.py --device "$DEVICE" --shapes "$SDPA_SHAPES" \
         --output "$OUT/sdpa_shapes.json"
     ablation="default,static-shapes,cuda-graphs,compile-static"
     [[ "$DEVICE" == cpu ]] && ablation="default,static-shapes"  # CUDA graphs need CUDA
@@ -167,8 +167,9 @@ else
     # passes have a shape no earlier pass had (benchmarks/declutr_shapes.py), and PyTorch
     # 2.11 runs SDPA on Hopper through cuDNN, which builds a graph per shape: the main row
     # is conf/paper (widths a multiple of 8), then free widths with and without cuDNN's
-    # attention, then a multiple of 64. Each row ~40 s at run 4's step time.
-    declutr_variants="declutr-pad-1,declutr-pad-1-no-cudnn-attention,declutr-pad-64"
+    # attention and with its per-length recompiles turned off (TORCH_CUDNN_SDPA_AVOID_RECOMPILE,
+    # in a process of its own), then a multiple of 64. Each row ~40 s at run 4's step time.
+    declutr_variants="declutr-pad-1,declutr-pad-1-no-cudnn-attention,declutr-pad-1-cudnn-avoid-recompile,declutr-pad-64"
     [[ "$DEVICE" == cpu ]] && declutr_variants="declutr-pad-1,declutr-pad-64"  # no cuDNN on a CPU
     stage declutr_ablation 90 "${throughput[@]}" --methods declutr --steps "$WARMUP" --warmup "$WARMUP" \
         --no-peer --no-eval-cost --ablation "$declutr_variants" --output "$OUT/declutr_ablation.json"

@@ -245,7 +245,8 @@ def cpu_description() -> str:
 # the instruction sets torch's kernels may use (:data:`INSTRUCTION_SET_CAPS`).
 TUNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLIBC_TUNABLES", "PYTORCH_CUDA_ALLOC_CONF",
                     "CUDA_VISIBLE_DEVICES", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
-TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_")
+TUNING_PREFIXES = ("ONEDNN_", "DNNL_", "KMP_", "MALLOC_", "TORCHINDUCTOR_",
+                   "TORCH_CUDNN_")  # e.g. TORCH_CUDNN_SDPA_AVOID_RECOMPILE: cuDNN attention's per-length graphs
 
 # What makes a CPU with AVX-512 run torch as one without it would: the three libraries
 # behind a CPU step each choose their kernels by the widest instruction set the CPU has,

@@ -2,6 +2,7 @@
 
     python benchmarks/training_throughput.py --device cuda            # the whole table
     python benchmarks/training_throughput.py --device cpu --encoder-config tiny --steps 4 --warmup 2   # a smoke run
+    python benchmarks/training_throughput.py --device cuda --methods declutr --method-set pad_to_multiple_of=64
 
 Each method trains through the library's own path (the parameter block of
 ``conf/base`` merged with ``conf/paper``, parsed by :class:`MethodBlock`; the

@@ -37,6 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's data helpers
 import training_throughput as throughput  # noqa: E402
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
 
@@ -61,22 +62,29 @@ def pass_shapes(collate, documents: list[str], batch_size: int, steps: int, seed
 
 
 def summarise(shapes: list[list[tuple]], warmup: int) -> dict:
-    seen: set[tuple[int, int]] = set()
-    new_after_warmup = passes_after_warmup = padded = real = 0
-    for step, passes in enumerate(shapes):
-        for rows, width, tokens in passes:
-            padded += rows * width
-            real += tokens
-            if step >= warmup:
-                passes_after_warmup += 1
-                new_after_warmup += (rows, width) not in seen
-            seen.add((rows, width))
+    """The passes, new shapes (counted as the throughput benchmark counts them:
+    :func:`training_throughput.new_shapes`) and padding of :func:`pass_shapes`' steps."""
+    passes = [(step, rows, width) for step, step_passes in enumerate(shapes) for rows, width, _ in step_passes]
+    distinct, passes_after_warmup, new_after_warmup = throughput.new_shapes(passes, warmup)
+    padded = sum(rows * width for step_passes in shapes for rows, width, _ in step_passes)
+    real = sum(tokens for step_passes in shapes for *_, tokens in step_passes)
     timed = len(shapes) - warmup
     return {"passes_per_step": round(sum(map(len, shapes)) / len(shapes), 2),
             "new_shapes_per_step_after_warmup": round(new_after_warmup / timed, 2),
             "share_of_passes_with_a_new_shape": round(new_after_warmup / passes_after_warmup, 3),
-            "distinct_shapes": len(seen), "padding_share": round(1 - real / padded, 4),
+            "distinct_shapes": distinct, "padding_share": round(1 - real / padded, 4),
             "padded_tokens_per_step": round(padded / len(shapes), 1), "real_tokens_per_step": round(real / len(shapes), 1)}
+
+
+def positive_integers(parser: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
+    """``flag``'s comma-separated value as integers, at least one, each >= 1."""
+    try:
+        values = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        parser.error(f"{flag} {text!r}: expected integers, e.g. 1,8,64")
+    if not values or min(values) < 1:
+        parser.error(f"{flag}: at least one, each >= 1")
+    return values
 
 
 def main() -> None:
@@ -92,18 +100,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.warmup < args.steps:
         parser.error("--warmup must be at least 0 and below --steps")
-    try:
-        multiples = [int(m) for m in args.multiples.split(",") if m.strip()]
-    except ValueError:
-        parser.error(f"--multiples {args.multiples!r}: expected integers, e.g. 1,8,64")
-    if not multiples or min(multiples) < 1:
-        parser.error("--multiples: at least one, each >= 1")
-    try:
-        budgets = [int(b) for b in args.bucket_tokens.split(",") if b.strip()] if args.bucket_tokens else [None]
-    except ValueError:
-        parser.error(f"--bucket-tokens {args.bucket_tokens!r}: expected integers, e.g. 8192,16384")
-    if not budgets or min(b or 1 for b in budgets) < 1:
-        parser.error("--bucket-tokens: at least one, each >= 1")
+    multiples = positive_integers(parser, "--multiples", args.multiples)
+    budgets = positive_integers(parser, "--bucket-tokens", args.bucket_tokens) if args.bucket_tokens else [None]
     from transformers import AutoTokenizer
 
     from contrastive_sentence_embeddings.training.declutr import DeclutrCollate
@@ -138,10 +136,7 @@ def main() -> None:
         "rows": rows,
     }
     output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.with_name(f".{output.name}.writing")
-    staging.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    staging.replace(output)
+    write_text_atomically(output, json.dumps(report, indent=1) + "\n")
     print(f"written: {output}")
 
 

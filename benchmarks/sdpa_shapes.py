@@ -43,6 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's SDPA helpers
 import training_throughput as throughput  # noqa: E402
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.provenance import results_commit, tuning_environment  # noqa: E402
 
@@ -130,7 +131,7 @@ def main() -> None:
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    peak, device_name = throughput.peak_flops(device)
+    _, device_name = throughput.peak_flops(device)
     report = {
         "command": recorded_command(__file__, sys.argv[1:], throughput.PROJECT_ROOT),
         "git_commit": results_commit(throughput.PROJECT_ROOT), "device": device_name, "torch": torch.__version__,
@@ -140,7 +141,6 @@ def main() -> None:
         "heads": HEADS, "head_dim": HEAD_DIM, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],
     }
     output = Path(args.output) if args.output else throughput.RESULTS_DIR / f"sdpa_shapes_{device.type}.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
     report["environment"] = tuning_environment()
     used: set[tuple[int, int]] = set()
     for index, setting in enumerate(settings, start=args.shape_seed):
@@ -151,9 +151,7 @@ def main() -> None:
             used.update(shapes)
             row = measure(setting, shapes, device, dtype)
         report["rows"].append(row)
-        staging = output.with_name(f".{output.name}.writing")  # after every row: a run cut short keeps it
-        staging.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        staging.replace(output)
+        write_text_atomically(output, json.dumps(report, indent=1) + "\n")  # after every row: a run cut short keeps it
         if "error" in row:
             print(f"{setting}: {row['error']}", flush=True)
             continue

@@ -72,6 +72,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment  # noqa: E402
@@ -188,6 +189,21 @@ def paper_spans(mirror: Path) -> dict:
 
 
 # --- counting the work ------------------------------------------------------------------
+def new_shapes(passes, warmup_steps: int) -> tuple[int, int, int]:
+    """Over ``passes``, the ``(step, rows, width)`` of each encoder pass in order: the
+    distinct ``(rows, width)`` shapes, the passes from step ``warmup_steps`` on, and how
+    many of those had a shape no earlier pass had (on a GPU, kernels prepared per shape,
+    such as cuDNN's attention graphs, are prepared again for each of them)."""
+    seen: set[tuple[int, int]] = set()
+    timed = new = 0
+    for step, rows, width in passes:
+        if step >= warmup_steps:
+            timed += 1
+            new += (rows, width) not in seen
+        seen.add((rows, width))
+    return len(seen), timed, new
+
+
 class WorkCounter:
     """Counts, with forward hooks, the tokens and FLOPs of every encoder pass and every
     linear layer of the heads (the module docstring says how). Sums stay on the device
@@ -236,17 +252,11 @@ class WorkCounter:
 
     def shape_summary(self, warmup_steps: int) -> dict:
         """How many distinct ``(rows, width)`` shapes the encoder saw, and how many passes
-        of each timed step (after ``warmup_steps``) had a shape no earlier pass had: on
-        a GPU, kernels prepared per shape (cuDNN's attention graphs, torch.compile's
-        specialisations) are prepared again for each of those."""
-        seen: set[tuple[int, int]] = set()
-        new = 0
-        for step, rows, width in self.pass_shapes:
-            if step >= warmup_steps and (rows, width) not in seen:
-                new += 1
-            seen.add((rows, width))
+        a timed step (after ``warmup_steps``) had with a shape no earlier pass had
+        (:func:`new_shapes`)."""
+        distinct, _, new = new_shapes(self.pass_shapes, warmup_steps)
         timed = self.steps_done - warmup_steps
-        return {"distinct_pass_shapes": len(seen),
+        return {"distinct_pass_shapes": distinct,
                 "new_pass_shapes_per_timed_step": round(new / timed, 2) if timed > 0 else None}
 
     def _linear_pass(self, module, args) -> None:
@@ -876,6 +886,18 @@ PROFILE_COLUMNS = [("method", "method"), ("encoder", "encoder_config"), ("step m
                    ("error", "error")]
 
 
+def key_values(parser: argparse.ArgumentParser, flag: str, items: list[str]) -> dict:
+    """``KEY=VALUE`` arguments of ``flag`` as a dict, each value typed as Kedro's
+    ``--params`` types it (1e-5 a float, an unquoted no false)."""
+    settings = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not key or not equals:
+            parser.error(f"{flag} {item!r}: expected KEY=VALUE")
+        settings[key] = read_parameters_yaml(value)
+    return settings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
@@ -916,18 +938,8 @@ def main() -> None:
             ablation_variants(args.ablation, args.device)
         except ValueError as error:
             parser.error(f"--ablation: {error}")
-    args.training_settings = {}
-    for item in args.settings:
-        key, _, value = item.partition("=")
-        if not key or not _:
-            parser.error(f"--set {item!r}: expected KEY=VALUE")
-        args.training_settings[key] = read_parameters_yaml(value)  # as Kedro's --params types it
-    args.method_settings = {}
-    for item in args.method_set:
-        key, _, value = item.partition("=")
-        if not key or not _:
-            parser.error(f"--method-set {item!r}: expected KEY=VALUE")
-        args.method_settings[key] = read_parameters_yaml(value)
+    args.training_settings = key_values(parser, "--set", args.settings)
+    args.method_settings = key_values(parser, "--method-set", args.method_set)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -965,9 +977,7 @@ def main() -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every row: a run cut short keeps what it measured
-        staging = output.with_name(f".{output.name}.writing")
-        staging.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        staging.replace(output)
+        write_text_atomically(output, json.dumps(report, indent=1) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="cse-throughput-") as scratch:
         folders = Path(scratch)

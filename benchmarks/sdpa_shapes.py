@@ -156,7 +156,7 @@ def main() -> None:
             print(f"{setting}: {row['error']}", flush=True)
             continue
         print(f"{setting}: {row['attention_kernel']}, first call {row['first_call_ms_median']} ms (median), "
-              f"again {row['repeat_call_ms_median']} ms; {len(shapes)} shapes: {row['first_calls_ms_total']} ms "
+              f"again {row['repeat_call_ms_median']} ms; {len(row['shapes'])} shapes: {row['first_calls_ms_total']} ms "
               f"first, {row['repeat_calls_ms_total']} ms again", flush=True)
     print(f"written: {output}")
 

@@ -43,6 +43,16 @@ def test_each_setting_times_a_first_and_a_repeated_call_on_shapes_of_its_own(tmp
     assert "no-cudnn:" in done.stdout
 
 
+def test_a_setting_run_in_a_child_process_can_come_first(tmp_path):
+    output = tmp_path / "sdpa.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--shapes", "1", "--settings",
+                           "cudnn-avoid-recompile", "--output", str(output)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cudnn-avoid-recompile: " in done.stdout and "1 shapes" in done.stdout
+    [row] = json.loads(output.read_text(encoding="utf-8"))["rows"]
+    assert row["environment"] == {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"} and len(row["shapes"]) == 1
+
+
 def test_an_unknown_setting_is_refused():
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--settings", "default,cudnn-only"],
                           capture_output=True, text=True, timeout=120)

@@ -214,7 +214,6 @@ class WorkCounter:
         self.padded_tokens = 0
         self.model_flops: list = []
         self.hardware_flops = 0.0
-        self.passes = 0
         self.steps_done = 0
         self.pass_shapes: list[tuple[int, int, int]] = []  # (step, rows, width) of every encoder pass
         self.handles = []
@@ -243,7 +242,6 @@ class WorkCounter:
         self.model_flops.append(factor * (per_token * lengths.sum() + per_square * (lengths ** 2).sum()))
         self.padded_tokens += rows * length
         self.hardware_flops += factor * (per_token * rows * length + per_square * rows * length ** 2)
-        self.passes += 1
         self.pass_shapes.append((self.steps_done, rows, length))
 
     def count_step(self, *_) -> None:
@@ -273,7 +271,7 @@ class WorkCounter:
 
         return {"real_tokens": total(self.real_tokens), "padded_tokens": float(self.padded_tokens),
                 "model_flops": total(self.model_flops), "hardware_flops": self.hardware_flops,
-                "encoder_passes": self.passes}
+                "encoder_passes": len(self.pass_shapes)}
 
     def remove(self) -> None:
         for handle in self.handles:

@@ -9,14 +9,14 @@
 #   PART=2 OUT=/some/folder CSE_CODE_VERSION=<commit> benchmarks/device/device_check.sh     # part 2
 #
 # Part 1, measure: the CUDA tests (tests/cuda: numerics, compiled and CUDA-graph training
-# against eager); what attention's first call on a new shape costs, with and without
-# cuDNN's SDPA (sdpa_shapes.py, ~20 s: the mechanism suspected behind DeCLUTR's slow
-# step); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
+# against eager); what attention's first call on a new shape costs under PyTorch's
+# choice, without cuDNN's SDPA and with TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 (sdpa_shapes.py,
+# ~30 s: the mechanism suspected behind DeCLUTR's slow step); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
 # settings with sentence-transformers' trainer as the peer, then SimCSE's speed settings
 # (static shapes, CUDA graphs, torch.compile with static shapes).
-# Part 2, explain and prove the path: DeCLUTR with free and rounded bucket widths and
-# without cuDNN's attention (is its slow step the per-shape preparation of new pass
-# shapes?), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
+# Part 2, explain and prove the path: DeCLUTR with free and rounded bucket widths,
+# without cuDNN's attention and with its per-length recompiles off (is its slow step
+# the per-shape preparation of new pass shapes?), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
 # launches, the host reads with the line behind each), then a SimCSE step as CUDA
 # graphs, DeCLUTR's memory at the paper's batch, and last `kedro run --env paper` in
 # miniature (paper_miniature.sh).

@@ -97,6 +97,23 @@ def tiny_bert(tokenizer):
 
 
 @pytest.fixture(scope="session")
+def no_dropout_bert(tiny_bert):
+    """The tiny BERT with dropout off: runs that differ only in a speed setting (padding,
+    compilation, attention kernel) draw the same (no) masks, so their losses can be
+    compared number for number, and SDPA has a fused CPU kernel to choose."""
+    import copy
+
+    import torch
+
+    encoder = copy.deepcopy(tiny_bert)
+    encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.0
+    for module in encoder.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return encoder
+
+
+@pytest.fixture(scope="session")
 def sts_partitions(mirror_dir):
     """The real STS files as the ``raw_sts`` partitions a pipeline node receives."""
     return folder_partitions(mirror_dir / "sts")

@@ -249,7 +249,7 @@ def test_a_misspelt_key_is_one_line_naming_where_and_the_closest_key(tmp_path, m
     ("overrides", "line"),
     [
         ({"simcse": {"training": {"fooo": 1}}},
-         "unknown parameter simcse.training.fooo (set in --params)\nsimcse.training takes: batch_size, "),
+         "unknown parameter simcse.training.fooo (set in --params)\nsimcse.training takes: attention_backends, batch_size, "),
         ({"simcsee": {"kind": "simcse"}}, "unknown parameter simcsee (set in --params): did you mean simcse?"),
         ({"evaluation": {"batchsize": 3}},
          "unknown parameter evaluation.batchsize (set in --params): did you mean batch_size?"),

@@ -28,18 +28,6 @@ def sentences(mirror_dir):
     return wiki_sentences(mirror_dir, min_words=5, limit=160)
 
 
-@pytest.fixture(scope="module")
-def no_dropout_bert(tiny_bert):
-    """The tiny BERT with dropout off: two runs that pad differently draw the same
-    (no) masks, so their losses can be compared number for number."""
-    encoder = copy.deepcopy(tiny_bert)
-    encoder.config.hidden_dropout_prob = encoder.config.attention_probs_dropout_prob = 0.0
-    for module in encoder.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return encoder
-
-
 class DevScorer:
     """Records whether the encoder's compiled forward was in place while scoring; each
     evaluation scores higher than the last, so the kept weights are the last step's."""

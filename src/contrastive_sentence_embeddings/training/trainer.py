@@ -67,6 +67,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
@@ -151,6 +152,12 @@ class TrainingConfig:
     # them (Hugging Face's activation checkpointing): less memory for about one more
     # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
     gradient_checkpointing: bool = field(default=False, metadata=flag())
+    # The kernels scaled_dot_product_attention may run while training and scoring dev sets
+    # (training/attention_kernels.py): a list of cudnn, flash, efficient, math; null:
+    # PyTorch's choice. On Hopper that choice is cuDNN's attention, which prepares every
+    # new input shape for ~150 ms: DeCLUTR, whose batches keep changing shape, leaves it
+    # out (3.7x faster steps on an H100, docs/gpu.md run 5). Keep math: every device has it.
+    attention_backends: list[str] | None = None
 
     @classmethod
     def from_params(cls, params: dict) -> "TrainingConfig":
@@ -168,6 +175,7 @@ class TrainingConfig:
         if config.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_num_processes(config.num_processes)
+        config.attention_backends = check_attention_backends(config.attention_backends)
         if config.mini_batch_size is not None:
             chunk_count(config.batch_size, config.mini_batch_size)
         if config.compile_mode not in COMPILE_MODES:
@@ -332,7 +340,7 @@ def data_digest(examples: Sequence) -> str:
 # Settings that change how fast a run goes, not what it computes (up to float rounding):
 # a checkpoint resumes under other values of them.
 SPEED_SETTINGS = ("fused_optimizer", "pin_memory", "loader_workers", "tf32", "compile", "compile_mode",
-                  "static_shapes")
+                  "static_shapes", "attention_backends")
 
 
 def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, processes: int = 1) -> str:
@@ -900,7 +908,9 @@ def train(
             store.publish(staging, state["step"])
         accelerator.wait_for_everyone()
 
-    with compiled_for_training(core, config):
+    # The attention kernels allowed, around training and the dev scoring it runs (each
+    # process of a fan-out enters it itself), set before compiling traces the forward.
+    with allowed_attention(config.attention_backends), compiled_for_training(core, config):
         if state["step"] == 0:
             evaluate()
         model.train()

@@ -4,6 +4,9 @@
         --declutr benchmarks/results/training_throughput_cuda_h100_run3_declutr_scaling.json
     python benchmarks/paper_cost.py benchmarks/results/training_throughput_cuda_h100_run4.json \\
         --simcse-variant cuda-graphs --output benchmarks/results/paper_cost_nvidia_h100_run4_cuda_graphs.json
+    python benchmarks/paper_cost.py benchmarks/results/training_throughput_cuda_h100_run5.json \\
+        --declutr benchmarks/results/declutr_ablation_cuda_h100_run5.json \\
+        --declutr-variant declutr-pad-1-no-cudnn-attention
 
 For each method: the paper run's steps (its data size x epochs / the batch, from
 ``conf/paper`` and the sizes below), the measured step time and dev-evaluation time
@@ -13,7 +16,10 @@ per-GPU batch (each GPU's step as measured, the global batch 8x the paper's; the
 all-reduce and all-gather are not measured with one GPU, so this is a lower
 bound, and a different recipe than the paper's). Peak memory is the measured one.
 ``--simcse-variant KEY`` costs SimCSE from the results' ablation row ``KEY`` (e.g.
-``cuda-graphs``: the speed settings that row names) instead of its default row.
+``cuda-graphs``: the speed settings that row names) instead of its default row;
+``--declutr-variant KEY`` costs DeCLUTR from an ablation row of the file that gives its
+row (``--declutr``, else the results), e.g. run 5's ``declutr-pad-1-no-cudnn-attention``,
+the settings its blocks train with since.
 Writes ``benchmarks/results/paper_cost_<device>.json`` and prints a Markdown table.
 """
 
@@ -59,6 +65,8 @@ def main() -> None:
     parser.add_argument("--declutr", type=Path, help="another results file whose declutr row is used")
     parser.add_argument("--simcse-variant", metavar="KEY", default=None,
                         help="cost SimCSE from the results' ablation row with this key (e.g. cuda-graphs)")
+    parser.add_argument("--declutr-variant", metavar="KEY", default=None,
+                        help="cost DeCLUTR from the ablation row with this key (of --declutr's file, else the results)")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     results = json.loads(args.results.read_text(encoding="utf-8"))
@@ -78,6 +86,15 @@ def main() -> None:
         default_eval = rows["simcse"][0].get("dev_eval_seconds") if "simcse" in rows else None
         rows["simcse"] = ({**variants[args.simcse_variant], "dev_eval_seconds": default_eval},
                           f"{args.results.name}, ablation {args.simcse_variant}")
+    if args.declutr_variant:
+        source = args.declutr or args.results
+        variants = {r.get("variant_key"): r
+                    for r in json.loads(source.read_text(encoding="utf-8")).get("ablation") or []
+                    if "step_ms" in r and r.get("method") == "declutr"}  # not SimCSE's variants
+        if args.declutr_variant not in variants:
+            parser.error(f"--declutr-variant {args.declutr_variant}: {source} has no measured DeCLUTR ablation row "
+                         f"with that key (it has: {', '.join(sorted(k for k in variants if k)) or 'none'})")
+        rows["declutr"] = (variants[args.declutr_variant], f"{source.name}, ablation {args.declutr_variant}")
     eval_seconds = [r["dev_eval_seconds"] for r, _ in rows.values() if r.get("dev_eval_seconds")]
     table = []
     for method, (label, examples) in PAPER_EXAMPLES.items():
@@ -101,6 +118,9 @@ def main() -> None:
             "hours_8_gpus_same_per_gpu_batch": round((train_seconds / GPUS + evals * per_eval) / 3600, 2),
             "peak_memory_gib": row["peak_memory_gib"], "encoder": row["encoder_config"], "measured_in": source,
             **({"training_settings": row["settings"]} if row.get("settings") else {}),
+            **({"method_settings": row["method_settings"]} if row.get("method_settings") else {}),
+            **({"attention_backends": row["attention_backends"]}
+               if row.get("attention_backends") not in (None, "any") else {}),
         })
     device = re.sub(r"[^A-Za-z0-9]+", "_", results["device"]).strip("_").lower()
     output = args.output or PROJECT_ROOT / "benchmarks" / "results" / f"paper_cost_{device}.json"

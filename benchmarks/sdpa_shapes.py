@@ -83,7 +83,7 @@ def attention_call(rows: int, width: int, device: torch.device, dtype: torch.dty
 
 def measure(setting: str, shapes: list[tuple[int, int]], device: torch.device, dtype: torch.dtype) -> dict:
     generator = torch.Generator().manual_seed(0)
-    with throughput.sdpa_backends(SETTINGS[setting]):
+    with throughput.allowed_attention(SETTINGS[setting]):
         # warm-up, on a shape no row uses (widths start at 34), and the kernel SDPA runs for these calls
         kernel = throughput.dispatched_attention(lambda: attention_call(3, 33, device, dtype, generator))
         first, again = [], []

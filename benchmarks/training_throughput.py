@@ -76,6 +76,7 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically  
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
@@ -288,20 +289,6 @@ def peak_flops(device: torch.device) -> tuple[float | None, str]:
     return None, name
 
 
-SDPA_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
-                 "math": "MATH"}
-
-
-def sdpa_backends(names) -> contextlib.AbstractContextManager:
-    """A context in which ``scaled_dot_product_attention`` may use only the backends
-    ``names`` (keys of :data:`SDPA_BACKENDS`); None: PyTorch's own choice."""
-    if not names:
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[name]) for name in names])
-
-
 def dispatched_attention(call) -> str:
     """The attention kernel ``call()`` ran, read off the aten ops it dispatched to
     (``_scaled_dot_product_cudnn_attention``, ``..._efficient_attention``,
@@ -397,11 +384,10 @@ def training_examples(name: str, block: MethodBlock, tokenizer, model, inputs: d
 
 def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Path, device: torch.device,
                settings: dict | None = None, around_training=contextlib.nullcontext,
-               method_settings: dict | None = None, attention_backends: tuple[str, ...] | None = None) -> dict:
+               method_settings: dict | None = None) -> dict:
     """Train ``name`` for warm-up + timed steps and measure it (see the module docstring).
     ``settings``: training settings over the paper's; ``method_settings``: the method's
-    own (e.g. DeCLUTR's ``pad_to_multiple_of``); ``attention_backends``: the SDPA
-    backends allowed (keys of :data:`SDPA_BACKENDS`; None: PyTorch's choice);
+    own (e.g. DeCLUTR's ``pad_to_multiple_of``);
     ``around_training``: a context manager factory the training runs inside (the
     profiler of ``--profile``)."""
     from accelerate.utils import set_seed
@@ -435,7 +421,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     synchronize(device)
     started = time.perf_counter()
     try:
-        with sdpa_backends(attention_backends), around_training():
+        with around_training():
             result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
         synchronize(device)
         wall = time.perf_counter() - started
@@ -448,7 +434,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     elif args.attention == "eager":
         kernel = "eager attention (no SDPA)"
     else:  # after the counter's hooks are gone: the probe's pass is not the run's work
-        with sdpa_backends(attention_backends):
+        with allowed_attention(block.training.attention_backends):  # as train() ran it
             kernel = model_attention_kernel(model, tokenizer, device, precision == "bf16")
     totals = counter.totals()
     curve = result.curve
@@ -476,7 +462,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
         "settings": settings or {}, "method_settings": method_settings or {},
         **({"bucket_tokens": block.method.bucket_tokens, "pad_to_multiple_of": block.method.pad_to_multiple_of}
            if block.family == "documents" else {}),
-        "attention": args.attention or "default (sdpa)", "attention_backends": list(attention_backends or ()) or "any",
+        "attention": args.attention or "default (sdpa)", "attention_backends": block.training.attention_backends or "any",
         "attention_kernel": kernel, "device": device_name,
         **({} if args.cpu_shortcuts else {"cpu_shortcuts": False}),
     }
@@ -706,13 +692,17 @@ def profile_method(name: str, shape: str, args, inputs: dict, tokenizer, folders
 # SimCSE with each speed setting turned off (or on, where off is the default), one at a
 # time against the default, then DeCLUTR's: (key for --ablation, label in the table,
 # training settings, switches: "method" (default simcse), "method_settings" (the
-# method's own parameters), "attention_backends" (the SDPA backends allowed),
+# method's own parameters), "environment" (variables a fresh process starts with),
 # "attention" (transformers' attention implementation), "host_sync").
+NO_CUDNN_ATTENTION = ["flash", "efficient", "math"]
 ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
     ("default", "default", {}, {}),
     ("fp32-tf32", "fp32 (no bf16 autocast), TF32 on", {"mixed_precision": "no"}, {}),
     ("fp32", "fp32, TF32 off", {"mixed_precision": "no", "tf32": False}, {}),
     ("eager-attention", "eager attention (no SDPA)", {}, {"attention": "eager"}),
+    # cuDNN's attention (PyTorch's choice on Hopper) against the memory-efficient kernel
+    ("no-cudnn-attention", "SDPA without cuDNN (training.attention_backends)",
+     {"attention_backends": NO_CUDNN_ATTENTION}, {}),
     ("adamw-unfused", "AdamW not fused", {"fused_optimizer": False}, {}),
     ("unpinned", "no pinned memory", {"pin_memory": False}, {}),
     ("loader-workers", "2 loader workers", {"loader_workers": 2}, {}),
@@ -722,30 +712,39 @@ ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
     ("compile-static", "torch.compile, static shapes", {"compile": True, "static_shapes": True}, {}),
     ("cuda-graphs", "torch.compile reduce-overhead (CUDA graphs), static shapes",
      {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True}, {}),
-    # DeCLUTR's passes: is its step slow because most of them have a shape never seen
-    # before (cuDNN's attention builds a graph per shape)? Free widths (run 4's setting)
-    # with and without cuDNN's attention, and widths rounded to 8 (conf/paper) and 64.
-    ("declutr-default", "DeCLUTR, conf/paper (bucket widths a multiple of 8)", {}, {"method": "declutr"}),
-    ("declutr-pad-1", "DeCLUTR, free bucket widths", {},
-     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1}}),
-    ("declutr-pad-1-no-cudnn-attention", "DeCLUTR, free bucket widths, SDPA without cuDNN", {},
-     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1},
-      "attention_backends": ("flash", "efficient", "math")}),
+    ("cuda-graphs-no-cudnn-attention", "CUDA graphs, static shapes, SDPA without cuDNN",
+     {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True,
+      "attention_backends": NO_CUDNN_ATTENTION}, {}),
+    # DeCLUTR's passes keep changing shape, and cuDNN's attention prepares each new shape
+    # for ~150 ms (run 5, docs/gpu.md): its blocks leave cuDNN out. The default, then
+    # PyTorch's choice with free widths (run 4's setting), with widths rounded to 8 and 64,
+    # and with PyTorch's opt-in against the recompiles.
+    ("declutr-default", "DeCLUTR, conf/paper (free bucket widths, SDPA without cuDNN)", {}, {"method": "declutr"}),
+    ("declutr-cudnn-attention", "DeCLUTR, free bucket widths, cuDNN's attention allowed",
+     {"attention_backends": None}, {"method": "declutr"}),
+    ("declutr-cudnn-attention-pad-8", "DeCLUTR, bucket widths a multiple of 8, cuDNN's attention allowed",
+     {"attention_backends": None}, {"method": "declutr", "method_settings": {"pad_to_multiple_of": 8}}),
+    ("declutr-cudnn-attention-pad-64", "DeCLUTR, bucket widths a multiple of 64, cuDNN's attention allowed",
+     {"attention_backends": None}, {"method": "declutr", "method_settings": {"pad_to_multiple_of": 64}}),
     # PyTorch's opt-in (pytorch/pytorch#155958): cuDNN's attention through its ragged
-    # path, one graph for every sequence length (read once a process: a process of its own)
-    ("declutr-pad-1-cudnn-avoid-recompile", "DeCLUTR, free bucket widths, TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1", {},
-     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 1},
-      "environment": {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}}),
-    ("declutr-pad-64", "DeCLUTR, bucket widths a multiple of 64", {},
-     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 64}}),
+    # path, one graph for every sequence length (read once a process: a process of its
+    # own). Run 5: no faster in torch 2.11.
+    ("declutr-cudnn-avoid-recompile", "DeCLUTR, free bucket widths, TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1",
+     {"attention_backends": None},
+     {"method": "declutr", "environment": {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}}),
+    ("declutr-pad-8", "DeCLUTR, bucket widths a multiple of 8", {},
+     {"method": "declutr", "method_settings": {"pad_to_multiple_of": 8}}),
     # Fewer, larger passes (2 a step instead of 5, 44% padding instead of 23%:
     # benchmarks/declutr_shapes.py): the lever if each pass's launches bound the step.
     ("declutr-bucket-32768", "DeCLUTR, bucket_tokens 32768", {},
      {"method": "declutr", "method_settings": {"bucket_tokens": 32768}}),
+    # One compiled graph for all widths (dynamic shapes): fewer, fused kernel launches.
+    ("declutr-compile", "DeCLUTR, torch.compile (dynamic shapes)", {"compile": True}, {"method": "declutr"}),
 ]
 # nothing to measure on a CPU (fp32 and TF32, pinned memory, CUDA graphs, cuDNN's attention)
-CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "unpinned", "cuda-graphs", "declutr-pad-1-no-cudnn-attention",
-                      "declutr-pad-1-cudnn-avoid-recompile")
+CUDA_ONLY_VARIANTS = ("fp32-tf32", "fp32", "no-cudnn-attention", "unpinned", "cuda-graphs",
+                      "cuda-graphs-no-cudnn-attention", "declutr-cudnn-attention", "declutr-cudnn-attention-pad-8",
+                      "declutr-cudnn-attention-pad-64", "declutr-cudnn-avoid-recompile")
 
 
 def ablation_variants(selection: str, device_type: str) -> list[tuple[str, str, dict, dict]]:
@@ -783,8 +782,7 @@ def ablation_rows(args, inputs, tokenizer, folders, device, rows: list[dict], on
             trainer_module.HOST_SYNC_EVERY_STEP = bool(extra.get("host_sync"))
             try:
                 row = run_method(method, shape, local, inputs, tokenizer, folders, device, settings=settings,
-                                 method_settings=extra.get("method_settings"),
-                                 attention_backends=extra.get("attention_backends"))
+                                 method_settings=extra.get("method_settings"))
                 row["variant"] = label
             except Exception as error:  # noqa: BLE001 - a variant that fails is a row that says so
                 logger.exception("ablation variant %s failed", label)

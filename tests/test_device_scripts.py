@@ -133,9 +133,11 @@ def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_to
 
     ablation = json.loads((out / "declutr_ablation.json").read_text(encoding="utf-8"))
     assert [row["method"] for row in ablation["rows"]] == ["declutr"]
-    assert ablation["rows"][0]["pad_to_multiple_of"] == 8  # conf/paper, then the variants (no cuDNN on a CPU)
-    assert [(row["method"], row["variant_key"], row.get("pad_to_multiple_of")) for row in ablation["ablation"]] == [
-        ("declutr", "declutr-pad-1", 1), ("declutr", "declutr-pad-64", 64)]
+    assert ablation["rows"][0]["pad_to_multiple_of"] == 1  # conf/paper, then the variants (no cuDNN on a CPU)
+    assert ablation["rows"][0]["attention_backends"] == ["flash", "efficient", "math"]
+    assert [(row["method"], row["variant_key"], row.get("pad_to_multiple_of"), row.get("bucket_tokens"))
+            for row in ablation["ablation"]] == [
+        ("declutr", "declutr-pad-8", 8, 8192), ("declutr", "declutr-bucket-32768", 1, 32768)]
     assert all("error" not in row and row["new_pass_shapes_per_timed_step"] >= 0 for row in ablation["ablation"])
     profile = json.loads((out / "training_profile.json").read_text(encoding="utf-8"))
     assert [p["method"] for p in profile["profiles"]] == ["declutr", "simcse"]  # the unexplained step first

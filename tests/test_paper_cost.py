@@ -78,6 +78,30 @@ def test_a_declutr_variant_is_not_taken_for_simcse(tmp_path):
     assert done.returncode == 2 and "declutr-pad-64" in done.stderr and "cuda-graphs" in done.stderr
 
 
+RUN5 = RESULTS / "training_throughput_cuda_h100_run5.json"
+RUN5_DECLUTR = RESULTS / "declutr_ablation_cuda_h100_run5.json"
+
+
+def test_declutr_can_be_costed_from_an_ablation_row_of_its_own_file(tmp_path):
+    """Run 5's DeCLUTR without cuDNN's attention (the settings its blocks train with
+    since) is an ablation row of the DeCLUTR file: 495,243 documents / 16 a step."""
+    output = tmp_path / "cost.json"
+    done = paper_cost(str(RUN5), "--declutr", str(RUN5_DECLUTR), "--declutr-variant",
+                      "declutr-pad-1-no-cudnn-attention", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    measured = {row["variant_key"]: row for row in json.loads(RUN5_DECLUTR.read_text(encoding="utf-8"))["ablation"]}[
+        "declutr-pad-1-no-cudnn-attention"]
+    declutr = rows_of(output)["declutr"]
+    assert declutr["steps"] == 495_243 // 16 and declutr["step_ms"] == measured["step_ms"]
+    assert declutr["attention_backends"] == ["flash", "efficient", "math"]
+    assert declutr["method_settings"] == {"pad_to_multiple_of": 1}
+    assert declutr["measured_in"] == f"{RUN5_DECLUTR.name}, ablation declutr-pad-1-no-cudnn-attention"
+    assert rows_of(output)["simcse"]["measured_in"] == RUN5.name  # SimCSE's default row, untouched
+    # a SimCSE row is not taken for DeCLUTR, and a wrong key names the file and the keys it has
+    done = paper_cost(str(RUN5), "--declutr-variant", "cuda-graphs", "--output", str(output))
+    assert done.returncode == 2 and RUN5.name in done.stderr and "it has: none" in done.stderr
+
+
 @pytest.mark.parametrize("committed", sorted(RESULTS.glob("paper_cost_*.json")), ids=lambda path: path.name)
 def test_every_committed_cost_file_is_what_its_command_gives_now(committed, tmp_path):
     recorded = json.loads(committed.read_text(encoding="utf-8"))

@@ -65,7 +65,9 @@ def test_every_requested_method_trains_and_is_measured(smoke_run):
     assert rows["declutr"]["encoder_passes_per_step"] > 1  # length buckets: several passes a step
     assert rows["simcse"]["encoder_passes_per_step"] == 1  # both views in one doubled batch
     # the paper's DeCLUTR block, recorded with the row; the shapes its passes had
-    assert (rows["declutr"]["bucket_tokens"], rows["declutr"]["pad_to_multiple_of"]) == (8192, 8)
+    assert (rows["declutr"]["bucket_tokens"], rows["declutr"]["pad_to_multiple_of"]) == (8192, 1)
+    assert rows["declutr"]["attention_backends"] == ["flash", "efficient", "math"]  # its block's, as trained
+    assert rows["simcse"]["attention_backends"] == "any"
     for name, row in rows.items():
         if name == "clsr":
             assert row["attention_kernel"] is None and "distinct_pass_shapes" not in row
@@ -128,16 +130,30 @@ def test_the_ablation_runs_the_variants_named_in_the_order_named():
 
 def test_declutrs_variants_name_their_method_and_cudnn_is_cuda_only():
     benchmark = load_script(SCRIPT)
-    chosen = benchmark.ablation_variants("declutr-pad-1,declutr-pad-64", "cpu")
+    chosen = benchmark.ablation_variants("declutr-pad-8,declutr-bucket-32768", "cpu")
     assert [(extra["method"], extra["method_settings"]) for *_, extra in chosen] == [
-        ("declutr", {"pad_to_multiple_of": 1}), ("declutr", {"pad_to_multiple_of": 64})]
-    for cuda_only in ("declutr-pad-1-no-cudnn-attention", "declutr-pad-1-cudnn-avoid-recompile"):
+        ("declutr", {"pad_to_multiple_of": 8}), ("declutr", {"bucket_tokens": 32768})]
+    for cuda_only in ("declutr-cudnn-attention", "declutr-cudnn-avoid-recompile", "no-cudnn-attention"):
         with pytest.raises(ValueError, match="CUDA-only"):
             benchmark.ablation_variants(cuda_only, "cpu")
-    (*_, extra), = benchmark.ablation_variants("declutr-pad-1-cudnn-avoid-recompile", "cuda")
+    (_, _, settings, extra), = benchmark.ablation_variants("declutr-cudnn-avoid-recompile", "cuda")
     assert extra["environment"] == {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}  # a process of its own
-    (*_, extra), = benchmark.ablation_variants("declutr-pad-1-no-cudnn-attention", "cuda")
-    assert "cudnn" not in extra["attention_backends"]
+    assert settings == {"attention_backends": None}  # PyTorch's choice, over DeCLUTR's own list
+    (_, _, settings, _), = benchmark.ablation_variants("declutr-cudnn-attention", "cuda")
+    assert settings == {"attention_backends": None}
+    (_, _, settings, _), = benchmark.ablation_variants("no-cudnn-attention", "cuda")
+    assert "cudnn" not in settings["attention_backends"] and "math" in settings["attention_backends"]
+
+
+def test_declutrs_rows_train_with_its_blocks_attention_backends_unless_a_variant_says_otherwise():
+    """DeCLUTR's block leaves cuDNN's attention out (conf/base); a variant's training
+    setting of null gives PyTorch's choice back, through the same block parsing the
+    training node uses."""
+    benchmark = load_script(SCRIPT)
+    block = lambda name, **training: benchmark.method_block(name, {"training": {"seed": 42, **training}})  # noqa: E731
+    assert block("declutr").training.attention_backends == ["flash", "efficient", "math"]
+    assert block("declutr", attention_backends=None).training.attention_backends is None
+    assert block("simcse").training.attention_backends is None
 
 
 def test_the_attention_kernel_probe_sees_the_backends_allowed_and_dropout(tiny_bert, tokenizer):
@@ -161,9 +177,9 @@ def test_the_attention_kernel_probe_sees_the_backends_allowed_and_dropout(tiny_b
     assert training_pass.startswith("math (decomposed: ") and "bernoulli_" in training_pass  # SDPA's own dropout
     with dropout_off(model.encoder):
         assert probe() == "_scaled_dot_product_flash_attention_for_cpu"
-        with benchmark.sdpa_backends(("math",)):
+        with benchmark.allowed_attention(["math"]):
             assert probe().startswith("math (decomposed: ")
-        with benchmark.sdpa_backends(None):  # PyTorch's own choice again
+        with benchmark.allowed_attention(None):  # PyTorch's own choice again
             assert probe() == "_scaled_dot_product_flash_attention_for_cpu"
     model.eval()
     probe()
@@ -191,13 +207,13 @@ def test_method_settings_from_the_command_line_reach_every_run(tmp_path, mirror_
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--encoder-config", "tiny", "--methods",
                            "declutr", "--steps", "1", "--warmup", "1", "--no-peer", "--no-eval-cost",
                            "--no-cpu-shortcuts", "--mirror", str(mirror_dir), "--method-set", "pad_to_multiple_of=64",
-                           "--ablation", "declutr-pad-1", "--output", str(output)],
+                           "--ablation", "declutr-pad-8", "--output", str(output)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(output.read_text(encoding="utf-8"))
     assert report["method_settings"] == {"pad_to_multiple_of": 64}
     assert report["rows"][0]["pad_to_multiple_of"] == 64
-    assert report["ablation"][0]["pad_to_multiple_of"] == 1  # the variant's own setting wins
+    assert report["ablation"][0]["pad_to_multiple_of"] == 8  # the variant's own setting wins
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--method-set", "pad_to_multiple_of"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "expected KEY=VALUE" in done.stderr

@@ -11,12 +11,12 @@
 # Part 1, measure: the CUDA tests (tests/cuda: numerics, compiled and CUDA-graph training
 # against eager); what attention's first call on a new shape costs under PyTorch's
 # choice, without cuDNN's SDPA and with TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 (sdpa_shapes.py,
-# ~30 s: the mechanism suspected behind DeCLUTR's slow step); the training-throughput benchmark for SimCSE and DeCLUTR at the paper's
-# settings with sentence-transformers' trainer as the peer, then SimCSE's speed settings
-# (static shapes, CUDA graphs, torch.compile with static shapes).
-# Part 2, explain and prove the path: DeCLUTR with free and rounded bucket widths,
-# without cuDNN's attention and with its per-length recompiles off (is its slow step
-# the per-shape preparation of new pass shapes?), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
+# ~30 s: run 5 found it behind DeCLUTR's slow step); the training-throughput benchmark
+# for SimCSE and DeCLUTR at the paper's settings with sentence-transformers' trainer as
+# the peer, then SimCSE's speed settings (cuDNN's attention or not, eager and as CUDA graphs).
+# Part 2, explain and prove the path: what bounds DeCLUTR's step without cuDNN's
+# attention (widths rounded to 8, fewer larger passes, torch.compile, and cuDNN again for
+# the comparison), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
 # launches, the host reads with the line behind each), then a SimCSE step as CUDA
 # graphs, DeCLUTR's memory at the paper's batch, and last `kedro run --env paper` in
 # miniature (paper_miniature.sh).
@@ -158,19 +158,20 @@ if [[ "$PART" == 1 ]]; then
         2>&1 | tee '$OUT/cuda_numerics.txt'"
     stage sdpa_shapes 45 "$PYTHON" benchmarks/sdpa_shapes.py --device "$DEVICE" --shapes "$SDPA_SHAPES" \
         --output "$OUT/sdpa_shapes.json"
-    ablation="default,static-shapes,cuda-graphs,compile-static"
-    [[ "$DEVICE" == cpu ]] && ablation="default,static-shapes"  # CUDA graphs need CUDA
+    # SimCSE's speed settings: static shapes and compile measured in runs 4 and 5 (within
+    # 2%); cuDNN's attention against the memory-efficient kernel, eager and as CUDA graphs.
+    ablation="default,no-cudnn-attention,cuda-graphs,cuda-graphs-no-cudnn-attention"
+    [[ "$DEVICE" == cpu ]] && ablation="default,static-shapes"  # CUDA graphs and cuDNN need CUDA
     stage training_throughput 90 "${throughput[@]}" --methods simcse,declutr --steps "$STEPS" --warmup "$WARMUP" \
         --ablation "$ablation" --output "$OUT/training_throughput.json"
 else
-    # DeCLUTR's step (run 4: 671 ms, 2.0% MFU) is the one not yet explained. Most of its
-    # passes have a shape no earlier pass had (benchmarks/declutr_shapes.py), and PyTorch
-    # 2.11 runs SDPA on Hopper through cuDNN, which builds a graph per shape: the main row
-    # is conf/paper (widths a multiple of 8), then free widths with and without cuDNN's
-    # attention and with its per-length recompiles turned off (TORCH_CUDNN_SDPA_AVOID_RECOMPILE,
-    # in a process of its own), then a multiple of 64. Each row ~40 s at run 4's step time.
-    declutr_variants="declutr-pad-1,declutr-pad-1-no-cudnn-attention,declutr-pad-1-cudnn-avoid-recompile,declutr-pad-64"
-    [[ "$DEVICE" == cpu ]] && declutr_variants="declutr-pad-1,declutr-pad-64"  # no cuDNN on a CPU
+    # DeCLUTR's step: run 5 found cuDNN's attention preparing each new pass shape (640 ms a
+    # step with it, 175 without; its blocks leave it out since). What bounds the 175 ms
+    # step now: widths rounded to 8, fewer and larger passes (bucket_tokens 32768), one
+    # compiled graph for all widths, and PyTorch's own choice again (run 5's row, for the
+    # comparison within this run). Each row ~10-30 s at those step times.
+    declutr_variants="declutr-pad-8,declutr-bucket-32768,declutr-compile,declutr-cudnn-attention"
+    [[ "$DEVICE" == cpu ]] && declutr_variants="declutr-pad-8,declutr-bucket-32768"  # no cuDNN on a CPU
     stage declutr_ablation 90 "${throughput[@]}" --methods declutr --steps "$WARMUP" --warmup "$WARMUP" \
         --no-peer --no-eval-cost --ablation "$declutr_variants" --output "$OUT/declutr_ablation.json"
     # DeCLUTR first: SimCSE's step was profiled on the H100 in run 4; the two rows and

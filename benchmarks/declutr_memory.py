@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.config import read_parameters_yaml
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
 from contrastive_sentence_embeddings.encoding import max_sequence_length
@@ -268,6 +269,19 @@ def synthetic_documents(count: int, tokenizer, seed: int) -> dict[str, list[int]
     return documents
 
 
+def declutr_attention_backends() -> list[str] | None:
+    """The attention kernels DeCLUTR's block trains with (conf/base, unless conf/paper
+    says otherwise): the kernels decide part of the activation memory."""
+    backends = None
+    for env in ("base", "paper"):
+        path = Path(__file__).resolve().parents[1] / "conf" / env / "parameters_declutr.yml"
+        if path.is_file():
+            training = ((read_parameters_yaml(path.read_text(encoding="utf-8")) or {}).get("declutr") or {}).get(
+                "training") or {}
+            backends = training.get("attention_backends", backends)
+    return backends
+
+
 def run_row(row: Row, args) -> dict:
     """One row in this process: ``args.steps`` trainer steps; its measurements."""
     torch.manual_seed(0)
@@ -287,7 +301,8 @@ def run_row(row: Row, args) -> dict:
     config = TrainingConfig(learning_rate=5e-5, batch_size=row.documents, max_steps=args.steps,
                             weight_decay=0.1, schedule="slanted_triangular", max_grad_norm=1.0, eval_every=0,
                             log_every=1, device="cpu" if device.type == "cpu" else None,
-                            gradient_checkpointing=row.gradient_checkpointing)
+                            gradient_checkpointing=row.gradient_checkpointing,
+                            attention_backends=declutr_attention_backends())
     start = time.perf_counter()
     result = train(model, tokenizer, sorted(documents), config, collate=collate)
     seconds = time.perf_counter() - start
@@ -301,6 +316,7 @@ def run_row(row: Row, args) -> dict:
     return {
         "row": row.name, "what": row.what, "documents": row.documents, "mlm_head": row.mlm_head,
         "bucket_tokens": row.bucket_tokens, "gradient_checkpointing": row.gradient_checkpointing,
+        "attention_backends": config.attention_backends or "any",
         "peak_gib": round(result.extra["peak_memory_gib"], 3),
         "peak_measure": result.extra["peak_memory_measure"],
         "rss_before_training_gib": round(setup_rss, 3) if device.type == "cpu" else None,

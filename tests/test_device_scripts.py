@@ -148,6 +148,8 @@ def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_to
     assert step["method"] == "simcse" and "error" not in step and step["steps_recorded"] == 2
     memory = json.loads((out / "declutr_memory.json").read_text(encoding="utf-8"))
     assert [row["row"] for run in memory["runs"] for row in run["rows"]] == ["masked_b4"]
+    [row] = [row for run in memory["runs"] for row in run["rows"]]
+    assert row["attention_backends"] == ["flash", "efficient", "math"]  # the kernels DeCLUTR trains with
     assert "paper_miniature skipped: named in SKIP_STAGES" in (out / "device_check.log").read_text(encoding="utf-8")
 
 

@@ -45,7 +45,7 @@ import training_throughput as throughput  # noqa: E402
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import results_commit, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import child_environment, results_commit, tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
 SETTINGS = {"default": None, "no-cudnn": ("flash", "efficient", "math"), "cudnn-avoid-recompile": None}
@@ -105,7 +105,7 @@ def in_child_process(setting: str, seed: int, args) -> dict:
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--device", args.device,
                                "--shapes", str(args.shapes), "--settings", setting, "--shape-seed", str(seed),
                                "--output", str(output)],
-                              capture_output=True, text=True, env={**os.environ, **ENVIRONMENT[setting]})
+                              capture_output=True, text=True, env=child_environment(ENVIRONMENT[setting]))
         if done.returncode or not output.is_file():
             return {"setting": setting, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
         row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]

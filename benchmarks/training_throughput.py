@@ -75,7 +75,9 @@ from contrastive_sentence_embeddings.training import trainer as trainer_module  
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import (  # noqa: E402
+    child_environment, cpu_description, results_commit, tuning_environment,
+)
 from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
@@ -816,7 +818,7 @@ def variant_in_subprocess(label: str, method: str, shape: str, args, settings: d
             command += ["--no-cpu-shortcuts"]
         if args.tokenizer:
             command += ["--tokenizer", args.tokenizer]
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(environment or {})})
+        done = subprocess.run(command, capture_output=True, text=True, env=child_environment(environment))
         if done.returncode or not output.is_file():
             return {"method": method, "variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
         child = json.loads(output.read_text(encoding="utf-8"))

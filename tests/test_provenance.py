@@ -226,6 +226,26 @@ def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():
         "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "8",
         "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCHINDUCTOR_CACHE_DIR": "c"}
     assert list(tuning_environment(environ)) == sorted(tuning_environment(environ))
+    # a folder set on purpose is a setting, where the machine keeps it is not
+    assert tuning_environment({"TORCHINDUCTOR_CACHE_DIR": "/home/someone/inductor"}) == {
+        "TORCHINDUCTOR_CACHE_DIR": "<elsewhere>/inductor"}
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads Linux's /proc/self/environ")
+def test_a_child_starts_with_this_processs_starting_environment_and_its_own_variables(monkeypatch):
+    """Run 5's child for TORCH_CUDNN_SDPA_AVOID_RECOMPILE inherited the folder TorchInductor
+    had set in the parent and recorded it as its own: a child gets the parent's variables
+    with each tuning variable as the parent started with it, plus the setting it measures."""
+    from contrastive_sentence_embeddings.provenance import child_environment, starting_environment
+
+    started = starting_environment()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/set_by_a_library_in_the_parent")
+    monkeypatch.setenv("CSE_SET_BY_THIS_PROCESS", "1")  # not a tuning variable: the child needs it as set
+    monkeypatch.setenv("OMP_NUM_THREADS", started.get("OMP_NUM_THREADS", "") + "7")  # changed since the start
+    child = child_environment({"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"})
+    assert child["TORCH_CUDNN_SDPA_AVOID_RECOMPILE"] == "1" and child["CSE_SET_BY_THIS_PROCESS"] == "1"
+    assert child.get("TORCHINDUCTOR_CACHE_DIR") == started.get("TORCHINDUCTOR_CACHE_DIR")  # as at the start
+    assert child.get("OMP_NUM_THREADS") == started.get("OMP_NUM_THREADS")
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads Linux's /proc/self/environ")

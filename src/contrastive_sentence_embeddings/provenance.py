@@ -275,14 +275,36 @@ def starting_environment() -> Mapping[str, str]:
     return {name: value for name, _, value in pairs}
 
 
+def is_tuning_variable(name: str) -> bool:
+    return name in TUNING_VARIABLES or name.startswith(TUNING_PREFIXES)
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child process that measures a setting of its own: this
+    process's variables (``os.environ``, with what its own code set, e.g. the tests'
+    offline switches), except that each tuning variable is as this process started
+    with it (:func:`starting_environment`): one a library set since (TorchInductor's
+    cache folder, scikit-learn's KMP_ pair) is the child's libraries' to set again, as
+    in any fresh process; plus ``extra``, the setting measured."""
+    started = starting_environment()
+    environment = {name: value for name, value in os.environ.items()
+                   if not is_tuning_variable(name) or started.get(name) == value}
+    environment.update({name: value for name, value in started.items()
+                        if is_tuning_variable(name) and name not in environment})
+    return {**environment, **(extra or {})}
+
+
 def tuning_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables of ``environ`` (default: what this process was started with,
     :func:`starting_environment`) that tune speed or memory (:data:`TUNING_VARIABLES`,
     names starting with :data:`TUNING_PREFIXES`), sorted: what a benchmark records beside
-    its command so that two runs' figures can be told apart."""
+    its command so that two runs' figures can be told apart. A value that is an absolute
+    path (a cache folder) is shown as ``<elsewhere>/<its name>``, as commands are
+    (``project_paths.recorded_command``): where a machine keeps its scratch folders is not
+    a setting, and no results file records it."""
     environ = starting_environment() if environ is None else environ
-    return {name: environ[name] for name in sorted(environ)
-            if name in TUNING_VARIABLES or name.startswith(TUNING_PREFIXES)}
+    return {name: f"<elsewhere>/{Path(environ[name]).name}" if Path(environ[name]).is_absolute() else environ[name]
+            for name in sorted(environ) if is_tuning_variable(name)}
 
 
 def code_version(root: Path | str | None = None) -> dict:

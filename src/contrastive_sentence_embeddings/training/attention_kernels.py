@@ -11,7 +11,9 @@ in the first few steps.
 
 ``training.attention_backends`` names the backends allowed (PyTorch's
 ``torch.nn.attention.sdpa_kernel``); null leaves the choice to PyTorch. Each backend
-computes the same attention: the choice changes speed and float rounding, not the loss.
+computes the same attention; the choice changes speed, float rounding and, on a GPU,
+which attention-dropout masks are drawn (each fused kernel draws its own, as a compiled
+run's do): another equally valid run, as another seed gives, not another method.
 """
 
 from __future__ import annotations

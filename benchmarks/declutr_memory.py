@@ -55,16 +55,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
-from contrastive_sentence_embeddings.config import read_parameters_yaml
-from contrastive_sentence_embeddings.data.report import StepReport
-from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
-from contrastive_sentence_embeddings.encoding import max_sequence_length
-from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import results_commit
-from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, DeclutrCollate, spans_by_document
-from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
-from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's parameter blocks
+import training_throughput as throughput  # noqa: E402
+
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
+from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans  # noqa: E402
+from contrastive_sentence_embeddings.encoding import max_sequence_length  # noqa: E402
+from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, DeclutrCollate, spans_by_document  # noqa: E402
+from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method  # noqa: E402
+from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "declutr_memory.json"
 PAPER_SPANS = SpanConfig(num_anchors=2, num_positives=2, min_length=32, max_length=512, anchor_gap=512,
@@ -270,16 +272,10 @@ def synthetic_documents(count: int, tokenizer, seed: int) -> dict[str, list[int]
 
 
 def declutr_attention_backends() -> list[str] | None:
-    """The attention kernels DeCLUTR's block trains with (conf/base, unless conf/paper
-    says otherwise): the kernels decide part of the activation memory."""
-    backends = None
-    for env in ("base", "paper"):
-        path = Path(__file__).resolve().parents[1] / "conf" / env / "parameters_declutr.yml"
-        if path.is_file():
-            training = ((read_parameters_yaml(path.read_text(encoding="utf-8")) or {}).get("declutr") or {}).get(
-                "training") or {}
-            backends = training.get("attention_backends", backends)
-    return backends
+    """The attention kernels DeCLUTR's block trains with (conf/base merged with
+    conf/paper, parsed as the training node parses it): the kernels decide part of the
+    activation memory."""
+    return throughput.method_block("declutr", {"training": {"seed": 0}}).training.attention_backends
 
 
 def run_row(row: Row, args) -> dict:

@@ -48,7 +48,7 @@ from contrastive_sentence_embeddings.project_paths import recorded_command  # no
 from contrastive_sentence_embeddings.provenance import child_environment, results_commit, tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
-SETTINGS = {"default": None, "no-cudnn": ("flash", "efficient", "math"), "cudnn-avoid-recompile": None}
+SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "cudnn-avoid-recompile": None}
 ENVIRONMENT = {"cudnn-avoid-recompile": {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"}}  # set in a child process
 
 

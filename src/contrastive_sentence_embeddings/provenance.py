@@ -287,11 +287,8 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     cache folder, scikit-learn's KMP_ pair) is the child's libraries' to set again, as
     in any fresh process; plus ``extra``, the setting measured."""
     started = starting_environment()
-    environment = {name: value for name, value in os.environ.items()
-                   if not is_tuning_variable(name) or started.get(name) == value}
-    environment.update({name: value for name, value in started.items()
-                        if is_tuning_variable(name) and name not in environment})
-    return {**environment, **(extra or {})}
+    return {**{name: value for name, value in os.environ.items() if not is_tuning_variable(name)},
+            **{name: value for name, value in started.items() if is_tuning_variable(name)}, **(extra or {})}
 
 
 def tuning_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

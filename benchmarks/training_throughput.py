@@ -78,7 +78,7 @@ from contrastive_sentence_embeddings.project_paths import recorded_command  # no
 from contrastive_sentence_embeddings.provenance import (  # noqa: E402
     child_environment, cpu_description, results_commit, tuning_environment,
 )
-from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention  # noqa: E402
+from contrastive_sentence_embeddings.attention_kernels import allowed_attention  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.encoders import resolve_encoder
 from contrastive_sentence_embeddings.pooling import check_pooling, needs_hidden_states, pool_outputs
 
@@ -60,6 +61,15 @@ def autocast_for(device: torch.device) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.autocast("cuda", dtype=dtype)
+
+
+def precision_tag(device: torch.device) -> str:
+    """How ``SentenceEncoder`` computes on ``device`` (:func:`autocast_for`): fp32 on
+    CPU, bf16 or fp16 autocast on CUDA. Embeddings differ slightly between them, so a
+    cache of embeddings keeps them apart by this tag."""
+    if device.type != "cuda":
+        return f"{device.type}-fp32"
+    return "cuda-bf16" if torch.cuda.is_bf16_supported() else "cuda-fp16"
 
 
 @contextlib.contextmanager
@@ -246,7 +256,9 @@ class SentenceEncoder:
     e.g. CLSR's MLP; see :func:`load_dense_head`).
 
     ``encode`` returns float32 numpy embeddings (not normalised; cosine scoring
-    normalises). ``batch_size`` counts sentences per forward pass.
+    normalises). ``batch_size`` counts sentences per forward pass. ``attention_backends``
+    names the attention kernels the encoding may use (``attention_kernels.py``; None:
+    PyTorch's choice).
     """
 
     model: torch.nn.Module
@@ -257,9 +269,11 @@ class SentenceEncoder:
     name: str = ""
     max_length: int | None = None
     head: torch.nn.Module | None = None
+    attention_backends: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         check_pooling(self.pooling)
+        self.attention_backends = check_attention_backends(self.attention_backends)
         if self.max_length is None:
             self.max_length = max_sequence_length(self.tokenizer, self.model.config)
         self.model.to(self.device)
@@ -280,6 +294,7 @@ class SentenceEncoder:
         pooling: str | None = None,
         batch_size: int = 128,
         device: str | None = None,
+        attention_backends: Sequence[str] | None = None,
     ) -> "SentenceEncoder":
         """Load any ``AutoModel`` directory or Hub id (``all-MiniLM-L6-v2`` resolves to
         the offline copy). Without ``pooling``, the saved model's declared pooling is
@@ -297,7 +312,18 @@ class SentenceEncoder:
         head = load_dense_head(source) if Path(source).is_dir() else None
         logger.info("encoder %s loaded from %s (pooling %s%s)", name_or_path, source, pooling,
                     f", then {len(dense_layers(head))} dense layer(s)" if head is not None else "")
-        return cls(model, tokenizer, pooling, batch_size, pick_device(device), name=name_or_path, head=head)
+        return cls(model, tokenizer, pooling, batch_size, pick_device(device), name=name_or_path, head=head,
+                   attention_backends=attention_backends)
+
+    def execution(self) -> dict:
+        """How this encoder computes, for a score's record: the device (and the GPU's
+        name), the precision (:func:`precision_tag`), the batch size and the attention
+        kernels allowed (None: PyTorch's choice)."""
+        record = {"device": self.device.type, "precision": precision_tag(self.device), "batch_size": self.batch_size,
+                  "attention_backends": self.attention_backends}
+        if self.device.type == "cuda":
+            record["device_name"] = torch.cuda.get_device_name(self.device)
+        return record
 
     def tokenize(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids of every sentence, truncated only at the model maximum; the
@@ -334,7 +360,7 @@ class SentenceEncoder:
         if show_progress is None:
             show_progress = len(sentences) >= 10 * self.batch_size
         head_mode = inference_mode(self.head) if self.head is not None else contextlib.nullcontext()
-        with inference_mode(self.model), head_mode, autocast_for(self.device):
+        with inference_mode(self.model), head_mode, autocast_for(self.device), allowed_attention(self.attention_backends):
             for begin in tqdm(batches, desc=f"encoding {len(sentences)} sentences", disable=not show_progress,
                               unit="batch"):
                 batch = pad_batch([token_ids[i] for i in order[begin:begin + self.batch_size]],

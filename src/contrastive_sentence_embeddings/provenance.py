@@ -66,7 +66,8 @@ RUN_INDEPENDENT_KEYS: tuple[tuple[str, ...], ...] = (
     ("seeds",), ("training", "checkpoint_dir"), ("training", "log_every"), ("training", "resume"), ("evaluation",))
 SEED_KEY = ("training", "seed")
 # Evaluation settings that change how fast scores come, not what they are.
-EXECUTION_ONLY_SETTINGS = ("batch_size", "device", "cache_dir")
+# (They can change float rounding: a record's evaluation.execution says how they were.)
+EXECUTION_ONLY_SETTINGS = ("batch_size", "device", "cache_dir", "attention_backends")
 # The folders whose uncommitted changes make a tree "dirty".
 CODE_FOLDERS = ("src", "conf")
 UNKNOWN = "unknown"
@@ -357,16 +358,18 @@ def evaluation_settings_record(settings) -> dict:
 
 def record_provenance(trained: Mapping | None, *, baseline: bool, encoder: str | None, pooling: str,
                       model_path: str, model_fingerprint: str, settings, scored_on: Mapping, evaluated_at: str,
-                      code: Mapping | None = None) -> dict:
+                      code: Mapping | None = None, execution: Mapping | None = None) -> dict:
     """A metrics record's ``provenance``: the model's training side (``trained``: the
     ``provenance`` of its metadata; a model trained before models recorded it has
     none, and its parameters are then unknown), or for the untrained encoder
     (``baseline``) the encoder and pooling as its parameters; then the scoring: code,
-    data, settings, time, and the model scored (project-relative ``path`` and
-    ``fingerprint``)."""
+    data, settings, time, how the encodings ran (``execution``: device, precision,
+    batch size, attention kernels; outside ``settings_hash``, since they change only
+    the rounding), and the model scored (project-relative ``path`` and ``fingerprint``)."""
     recorded = evaluation_settings_record(settings)
     evaluation = {"code": dict(code or code_version()), "data": dict(scored_on), "settings": recorded,
-                  "settings_hash": sha256_of(recorded), "evaluated_at": evaluated_at}
+                  "settings_hash": sha256_of(recorded), "evaluated_at": evaluated_at,
+                  **({"execution": dict(execution)} if execution is not None else {})}
     model = {"path": model_path, "fingerprint": model_fingerprint}
     if baseline:
         parameters = baseline_parameters(encoder, pooling)

@@ -46,6 +46,14 @@ def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, 
     assert again["tiny-mean"]["TREC"] == metrics["tiny-mean"]["TREC"]
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 4  # 2 tasks x 2 poolings
 
+    # embeddings computed in another precision (bf16 on a GPU) are never read back by this
+    # fp32 evaluation, nor the other way round: the key names the precision
+    monkeypatch.setattr(evaluator, "precision_tag", lambda device: "cuda-bf16")
+    calls.clear()
+    evaluator.evaluate_models(specs, data, settings)
+    assert len(calls) == 3
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 8
+
 
 def test_settings_reject_unknown_parameters():
     with pytest.raises(ValueError, match="unknown evaluation parameter\\(s\\): trasnfer"):

@@ -42,6 +42,7 @@ from functools import cached_property
 import numpy as np
 
 from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.attention_kernels import check_attention_backends
 from contrastive_sentence_embeddings.config import (
     ParameterError,
     accepted_if_unknown,
@@ -56,7 +57,7 @@ from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
 from contrastive_sentence_embeddings.encoders import resolve_encoder
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, read_model_metadata
+from contrastive_sentence_embeddings.encoding import SentenceEncoder, precision_tag, read_model_metadata
 from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
 from contrastive_sentence_embeddings.evaluation.significance import bootstrap_task_intervals
 from contrastive_sentence_embeddings.evaluation.sts import (
@@ -115,6 +116,8 @@ class EvaluationSettings:
     alignment_min_score: float = field(default=4.0, metadata=number(0, 5))  # STS scores run from 0 to 5
     batch_size: int = field(default=128, metadata=integer(1))
     device: str | None = None
+    # The attention kernels every encoding may use (attention_kernels.py); None: PyTorch's.
+    attention_backends: Sequence[str] | None = None
     cache_dir: str | None = "data/07_model_output/embedding_cache"
     on_bad_input: str = "skip"
     # Bootstrap intervals of each STS score (0 resamples: none); seeded, so a model's
@@ -130,6 +133,9 @@ class EvaluationSettings:
         if unknown:
             raise ValueError(f"unknown evaluation parameter(s): {', '.join(unknown)}")
         return cls(**known)
+
+    def __post_init__(self) -> None:
+        self.attention_backends = check_attention_backends(self.attention_backends)
 
 
 def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None,
@@ -298,6 +304,14 @@ def flatten_transfer(results: Mapping[str, Mapping[str, float]]) -> dict[str, fl
     return flat
 
 
+def transfer_cache_key(fingerprint: str, pooling: str, device) -> str:
+    """What produced a set of cached transfer embeddings (``EmbeddingCache`` adds the
+    sentences): the weights' fingerprint, the pooling and the precision
+    (``encoding.precision_tag``), so that embeddings computed in bf16 on a GPU are never
+    read back by an fp32 evaluation on a CPU, whose metrics would say CPU."""
+    return f"{fingerprint}:{pooling}:{precision_tag(device)}"
+
+
 def _transfer_scores(
     encoder: SentenceEncoder, poolings: Sequence[str], tasks: Mapping[str, TransferTask],
     settings: EvaluationSettings, fingerprint: str,
@@ -308,7 +322,8 @@ def _transfer_scores(
     caches = {}
     if settings.cache_dir:
         caches = {
-            p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir, f"{fingerprint}:{p}")
+            p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir,
+                              transfer_cache_key(fingerprint, p, encoder.device))
             for p in poolings
         }
     # Without a disk cache, the other poolings of a batch of sentences wait in memory
@@ -355,7 +370,8 @@ def evaluate_encoder(
     # run saving into the folder) never lends its fingerprint to the scores of this one.
     fingerprint = model_fingerprint(path)
     model_metadata = read_model_metadata(resolve_encoder(path))
-    encoder = SentenceEncoder.load(path, specs[0].pooling, settings.batch_size, settings.device)
+    encoder = SentenceEncoder.load(path, specs[0].pooling, settings.batch_size, settings.device,
+                                   settings.attention_backends)
     poolings = list(dict.fromkeys(spec.pooling for spec in specs))
     results: dict[str, dict] = {spec.pooling: {} for spec in specs}
 
@@ -396,7 +412,7 @@ def evaluate_encoder(
             model_metadata.get("provenance"), baseline=identity.get("method") == "baseline",
             encoder=identity.get("base_encoder") or path, pooling=spec.pooling, model_path=path,
             model_fingerprint=fingerprint, settings=settings, scored_on=data.fingerprints, evaluated_at=evaluated_at,
-            code=code)
+            code=code, execution=encoder.execution())
         metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1),
                               "evaluated_at": evaluated_at, "model_fingerprint": fingerprint,
                               "evaluation_report": evaluation_report, "provenance": record_provenance}

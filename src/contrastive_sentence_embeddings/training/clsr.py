@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device
+from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device, precision_tag
 from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder
 
@@ -94,15 +94,6 @@ def pair_sentences(pairs: pd.DataFrame, first: str, second: str, dataset: str) -
         rows[row, 0] = index.setdefault(a, len(index))
         rows[row, 1] = index.setdefault(b, len(index))
     return list(index), rows
-
-
-def precision_tag(device: torch.device) -> str:
-    """How ``SentenceEncoder`` computes on ``device``: fp32 on CPU, bf16 or fp16
-    autocast on CUDA (``encoding.autocast_for``); embeddings differ slightly between
-    them, so the cache keeps them apart."""
-    if device.type != "cuda":
-        return f"{device.type}-fp32"
-    return "cuda-bf16" if torch.cuda.is_bf16_supported() else "cuda-fp16"
 
 
 def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None) -> str:

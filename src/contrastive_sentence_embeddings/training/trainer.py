@@ -67,7 +67,7 @@ from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
-from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention, check_attention_backends
+from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 
@@ -153,7 +153,7 @@ class TrainingConfig:
     # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
     gradient_checkpointing: bool = field(default=False, metadata=flag())
     # The kernels scaled_dot_product_attention may run while training and scoring dev sets
-    # (training/attention_kernels.py): a list of cudnn, flash, efficient, math; null:
+    # (attention_kernels.py): a list of cudnn, flash, efficient, math; null:
     # PyTorch's choice. On Hopper that choice is cuDNN's attention, which prepares every
     # new input shape for ~150 ms: DeCLUTR, whose batches keep changing shape, leaves it
     # out (3.7x faster steps on an H100, docs/gpu.md run 5). Keep math: every device has it.

@@ -55,6 +55,10 @@ def test_the_model_and_every_metrics_record_say_what_produced_them(project):
     assert set(scoring["data"]) == {"sts", "alignment"} and scoring["evaluated_at"] == record["evaluated_at"]
     assert scoring["settings_hash"] == provenance.sha256_of(scoring["settings"]) and "batch_size" not in \
         scoring["settings"]
+    # how the encodings ran: beside the settings, not in their hash
+    assert scoring["execution"] == {"device": "cpu", "precision": "cpu-fp32", "batch_size": 128,
+                                    "attention_backends": ["flash", "efficient", "math"]}
+    assert "attention_backends" not in scoring["settings"]
     summary = json.loads((project.root / "data/08_reporting/metrics/simcse.json").read_text())
     assert sorted(summary["provenance"]["runs"]) == ["simcse.seed1", "simcse.seed2"]
     assert summary["provenance"]["config_hash"] == recorded["config_hash"] and "left_out" not in summary

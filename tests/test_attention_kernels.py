@@ -1,14 +1,17 @@
-"""training.attention_backends: the SDPA kernels a run may use (training/attention_kernels.py)."""
+"""attention_backends: the SDPA kernels a training run or an evaluation may use (attention_kernels.py)."""
 
 from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
+from contrastive_sentence_embeddings.attention_kernels import allowed_attention
 from contrastive_sentence_embeddings.config import ParameterError
-from contrastive_sentence_embeddings.training.attention_kernels import allowed_attention
+from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.evaluation import evaluator
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, run_fingerprint, tokenize_sentences, train
@@ -107,3 +110,95 @@ def test_a_checkpoint_resumes_under_other_attention_backends(tiny_bert):
                     for value in (None, NO_CUDNN, ["math"])}
     assert len(fingerprints) == 1
     assert run_fingerprint(TrainingConfig.from_params({"learning_rate": 1e-4}), "data", model) not in fingerprints
+
+
+# --- evaluation.attention_backends: every encoding of an evaluation ------------------------
+def encoder_seeing_flags(encoder, tokenizer, **settings):
+    """A SentenceEncoder over ``encoder`` and the switches each of its forward passes saw."""
+    seen = []
+    encoder = copy.deepcopy(encoder)
+    encoder.register_forward_pre_hook(lambda module, args: seen.append(flags()))
+    return SentenceEncoder(encoder, tokenizer, "mean", batch_size=8, device=torch.device("cpu"), **settings), seen
+
+
+def test_an_encoding_runs_under_the_backends_allowed_and_puts_the_process_switches_back(no_dropout_bert, tokenizer,
+                                                                                       sentences):
+    before = flags()
+    encoder, seen = encoder_seeing_flags(no_dropout_bert, tokenizer, attention_backends=NO_CUDNN)
+    encoder.encode(sentences[:20])
+    assert len(seen) == 3  # 20 sentences in batches of 8
+    assert all(state == {"cudnn": False, "flash": True, "efficient": True, "math": True} for state in seen)
+    assert flags() == before
+    encoder, seen = encoder_seeing_flags(no_dropout_bert, tokenizer)
+    encoder.encode(sentences[:20])
+    assert seen and all(state == before for state in seen)
+
+
+def test_leaving_cudnn_out_of_an_encoding_changes_no_embedding_on_a_cpu(no_dropout_bert, tokenizer, sentences):
+    """evaluation.attention_backends in conf/base leaves cuDNN out: on a CPU the
+    embeddings, hence every score, are PyTorch's choice to the last bit; math alone only
+    rounds otherwise. (The encoder uses SDPA: the math-only result differs.)"""
+    assert no_dropout_bert.config._attn_implementation == "sdpa"
+    pytorch_choice = encoder_seeing_flags(no_dropout_bert, tokenizer)[0].encode(sentences)
+    without_cudnn = encoder_seeing_flags(no_dropout_bert, tokenizer, attention_backends=NO_CUDNN)[0].encode(sentences)
+    math_only = encoder_seeing_flags(no_dropout_bert, tokenizer, attention_backends=["math"])[0].encode(sentences)
+    np.testing.assert_array_equal(without_cudnn, pytorch_choice)
+    assert not np.array_equal(math_only, pytorch_choice)
+    np.testing.assert_allclose(math_only, pytorch_choice, rtol=1e-4, atol=1e-5)
+
+
+def test_the_evaluation_loads_its_encoder_with_the_backends_of_its_settings(tiny_bert_dir, monkeypatch):
+    loaded = []
+    real_load = SentenceEncoder.load
+
+    def load(*args, **kwargs):
+        encoder = real_load(*args, **kwargs)
+        loaded.append(encoder.attention_backends)
+        return encoder
+
+    monkeypatch.setattr(SentenceEncoder, "load", load)
+    spec = evaluator.ModelSpec(name="tiny", path=str(tiny_bert_dir), pooling="mean")
+    for value in (NO_CUDNN, None):
+        settings = evaluator.EvaluationSettings(sts=False, alignment=False, device="cpu", attention_backends=value)
+        evaluator.evaluate_encoder([spec], evaluator.EvaluationData(), settings)
+    assert loaded == [NO_CUDNN, None]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("efficient", "must be null or a list"),
+    (["efficient", "cudnn-v2"], r"unknown: \['cudnn-v2'\]"),
+])
+def test_a_wrong_evaluation_value_names_its_key(value, message):
+    with pytest.raises(ParameterError, match=r"^evaluation: attention_backends .*" + message) as error:
+        evaluator.evaluation_settings({"attention_backends": value})
+    assert error.value.key == "evaluation.attention_backends"
+    # a pipeline's overrides: the same check, under the pipeline's name
+    with pytest.raises(ParameterError) as error:
+        evaluator.evaluation_settings({}, {"attention_backends": value}, where="transfer_evaluation.evaluation")
+    assert error.value.key == "transfer_evaluation.evaluation.attention_backends"
+
+
+def test_the_project_evaluates_without_cudnn_attention():
+    """conf/base's value, parsed as the evaluation nodes parse it."""
+    import yaml
+
+    from tests.helpers import PROJECT_ROOT
+
+    block = yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "parameters_evaluation.yml").read_text())["evaluation"]
+    assert evaluator.evaluation_settings(block).attention_backends == NO_CUDNN
+
+
+def test_the_backends_change_no_status_and_are_recorded_with_the_scores(tiny_bert_dir):
+    """Like batch_size and device, the kernels change only the rounding: scores computed
+    under other kernels stay current (same settings_hash), and each record says which ran."""
+    from contrastive_sentence_embeddings import provenance
+
+    records = [provenance.evaluation_settings_record(evaluator.EvaluationSettings(attention_backends=value))
+               for value in (None, NO_CUDNN)]
+    assert records[0] == records[1]
+    spec = evaluator.ModelSpec(name="tiny", path=str(tiny_bert_dir), pooling="mean")
+    settings = evaluator.EvaluationSettings(sts=False, alignment=False, device="cpu", batch_size=16,
+                                            attention_backends=NO_CUDNN)
+    scoring = evaluator.evaluate_encoder([spec], evaluator.EvaluationData(), settings)["tiny"]["provenance"]["evaluation"]
+    assert scoring["execution"] == {"device": "cpu", "precision": "cpu-fp32", "batch_size": 16,
+                                    "attention_backends": NO_CUDNN}

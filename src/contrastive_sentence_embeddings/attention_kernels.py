@@ -1,4 +1,4 @@
-"""Which kernels ``scaled_dot_product_attention`` may run while a model trains.
+"""Which kernels ``scaled_dot_product_attention`` may run while a model trains or encodes.
 
 PyTorch picks one of its SDPA backends for each call: on Hopper GPUs with a recent
 cuDNN (torch >= 2.10) that is cuDNN's attention, which builds an execution graph, forward
@@ -7,13 +7,17 @@ cost ~150 ms against ~1 ms for the next one on the same shape, while the memory-
 kernel pays nothing per shape (``benchmarks/sdpa_shapes.py``, docs/gpu.md run 5). A
 method whose batches keep changing shape, as DeCLUTR's length buckets do, loses most of
 its step to those builds; sentence batches (width <= max_length) meet all their shapes
-in the first few steps.
+in the first few steps. Encoding for evaluation sorts sentences by length and pads each
+batch to its own longest, so nearly every batch of a fresh process is a new shape.
 
-``training.attention_backends`` names the backends allowed (PyTorch's
-``torch.nn.attention.sdpa_kernel``); null leaves the choice to PyTorch. Each backend
-computes the same attention; the choice changes speed, float rounding and, on a GPU,
-which attention-dropout masks are drawn (each fused kernel draws its own, as a compiled
-run's do): another equally valid run, as another seed gives, not another method.
+Two settings name the backends allowed (PyTorch's ``torch.nn.attention.sdpa_kernel``):
+``training.attention_backends`` for a training run and its dev scoring, and
+``evaluation.attention_backends`` for every encoding of the evaluation
+(``SentenceEncoder.attention_backends``). Null leaves the choice to PyTorch. Each
+backend computes the same attention; the choice changes speed, float rounding and, on a
+GPU, which attention-dropout masks are drawn (each fused kernel draws its own, as a
+compiled run's do): another equally valid run, as another seed gives, not another
+method. On a CPU, leaving cuDNN out changes nothing (it is a CUDA backend).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ ATTENTION_BACKENDS = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "e
 
 
 def check_attention_backends(value) -> list[str] | None:
-    """``training.attention_backends``: null, or a non-empty list of distinct names from
+    """``attention_backends`` (training's or evaluation's): null, or a non-empty list of distinct names from
     :data:`ATTENTION_BACKENDS` (a bare string is refused: ``cudnn`` alone would be read
     as its letters)."""
     if value is None:

@@ -291,12 +291,17 @@ def peak_flops(device: torch.device) -> tuple[float | None, str]:
     return None, name
 
 
+COMPOSITE_ATTENTION = "scaled_dot_product_attention"  # the public op; it picks one of the kernels below
+
+
 def dispatched_attention(call) -> str:
     """The attention kernel ``call()`` ran, read off the aten ops it dispatched to
     (``_scaled_dot_product_cudnn_attention``, ``..._efficient_attention``,
     ``..._flash_attention``, ``..._flash_attention_for_cpu``); the math backend has no
     op of its own (it is decomposed into matmuls and a softmax), so it is named with
-    the ops it ran."""
+    the ops it ran. Under ``torch.inference_mode`` (how the evaluation encodes) the
+    composite ``scaled_dot_product_attention`` itself reaches the mode, past autograd:
+    it is decomposed here, with the mode on, so that the kernel it picks is seen too."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
@@ -306,11 +311,16 @@ def dispatched_attention(call) -> str:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.names.append(str(func.overloadpacket.__name__))
+            if func.overloadpacket.__name__ == COMPOSITE_ATTENTION:
+                with self:  # a mode is off while it handles an op: on again for the pieces
+                    result = func.decompose(*args, **(kwargs or {}))
+                if result is not NotImplemented:
+                    return result
             return func(*args, **(kwargs or {}))
 
     with Ops() as ops:
         call()
-    fused = [name for name in ops.names if "attention" in name]
+    fused = [name for name in ops.names if "attention" in name and name != COMPOSITE_ATTENTION]
     return fused[0] if fused else "math (decomposed: " + ", ".join(dict.fromkeys(ops.names)) + ")"
 
 

@@ -122,12 +122,13 @@ def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_to
     files = sorted(out.iterdir())
     assert len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
     assert {f.name for f in files} == {"device_check.log", "device_check.json", "declutr_ablation.json",
-                                       "training_profile.json", "training_profile_compiled.json",
-                                       "declutr_memory.json"}
+                                       "evaluation_kernels.json", "training_profile.json",
+                                       "training_profile_compiled.json", "declutr_memory.json"}
     summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
     assert summary["part"] == 2
     assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
-        ("declutr_ablation", "ok"), ("training_profile", "ok"), ("training_profile_compiled", "ok"),
+        ("declutr_ablation", "ok"), ("evaluation_kernels", "ok"), ("training_profile", "ok"),
+        ("training_profile_compiled", "ok"),
         ("declutr_memory", "ok"),
         ("paper_miniature", "skipped: named in SKIP_STAGES")]
 
@@ -139,6 +140,10 @@ def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_to
             for row in ablation["ablation"]] == [
         ("declutr", "declutr-pad-8", 8, 8192), ("declutr", "declutr-bucket-32768", 1, 32768)]
     assert all("error" not in row and row["new_pass_shapes_per_timed_step"] >= 0 for row in ablation["ablation"])
+    evaluation = json.loads((out / "evaluation_kernels.json").read_text(encoding="utf-8"))
+    assert evaluation["encoder_config"] == "tiny"
+    assert [(row["setting"], "error" in row) for row in evaluation["rows"]] == [
+        ("default", False), ("no-cudnn", False), ("peer", False)]
     profile = json.loads((out / "training_profile.json").read_text(encoding="utf-8"))
     assert [p["method"] for p in profile["profiles"]] == ["declutr", "simcse"]  # the unexplained step first
     assert all("error" not in p and p["steps_recorded"] == 2 for p in profile["profiles"])

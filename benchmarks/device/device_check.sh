@@ -16,7 +16,9 @@
 # the peer, then SimCSE's speed settings (cuDNN's attention or not, eager and as CUDA graphs).
 # Part 2, explain and prove the path: what bounds DeCLUTR's step without cuDNN's
 # attention (widths rounded to 8, fewer larger passes, torch.compile, and cuDNN again for
-# the comparison), where a DeCLUTR and a SimCSE step go (--profile: the device's busy share,
+# the comparison), what one STS evaluation costs in a cold process with and without cuDNN's
+# attention and as sentence-transformers' encode (evaluation_kernels.py), where a DeCLUTR
+# and a SimCSE step go (--profile: the device's busy share,
 # launches, the host reads with the line behind each), then a SimCSE step as CUDA
 # graphs, DeCLUTR's memory at the paper's batch, and last `kedro run --env paper` in
 # miniature (paper_miniature.sh).
@@ -142,18 +144,18 @@ encoder_args=()
 throughput=("$PYTHON" benchmarks/training_throughput.py --device "$DEVICE" "${encoder_args[@]}")
 [[ "$DEVICE" == cpu ]] && throughput+=(--no-cpu-shortcuts)  # a rehearsal of the GPU's path
 
-if [[ "$PART" == 1 ]]; then
-    # The sentence-transformers peer (part 1 only) needs `datasets` (with dill, multiprocess),
-    # absent from the GPU image: from the carried wheels, into a folder of our own ahead of the path.
-    if ! "$PYTHON" -c "import datasets" 2> /dev/null; then
-        if compgen -G "$WHEELS/datasets-*.whl" > /dev/null; then
-            "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
-                "$WHEELS"/datasets-*.whl "$WHEELS"/dill-*.whl "$WHEELS"/multiprocess-*.whl
-            export PYTHONPATH="$SITE:$PYTHONPATH"
-        else
-            echo "device_check: no datasets package and no wheel of it in $WHEELS: the peer's rows will fail"
-        fi
+# sentence-transformers, the peer in both parts, needs `datasets` (with dill, multiprocess) for
+# its trainer; absent from the GPU image: from the carried wheels, into a folder of our own ahead of the path.
+if ! "$PYTHON" -c "import datasets" 2> /dev/null; then
+    if compgen -G "$WHEELS/datasets-*.whl" > /dev/null; then
+        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
+            "$WHEELS"/datasets-*.whl "$WHEELS"/dill-*.whl "$WHEELS"/multiprocess-*.whl
+        export PYTHONPATH="$SITE:$PYTHONPATH"
+    else
+        echo "device_check: no datasets package and no wheel of it in $WHEELS: the peer's rows will fail"
     fi
+fi
+if [[ "$PART" == 1 ]]; then
     stage cuda_numerics 60 bash -c "set -o pipefail; '$PYTHON' -m pytest -q -rA -p no:cacheprovider tests/cuda \
         2>&1 | tee '$OUT/cuda_numerics.txt'"
     stage sdpa_shapes 45 "$PYTHON" benchmarks/sdpa_shapes.py --device "$DEVICE" --shapes "$SDPA_SHAPES" \
@@ -174,6 +176,12 @@ else
     [[ "$DEVICE" == cpu ]] && declutr_variants="declutr-pad-8,declutr-bucket-32768"  # no cuDNN on a CPU
     stage declutr_ablation 90 "${throughput[@]}" --methods declutr --steps "$WARMUP" --warmup "$WARMUP" \
         --no-peer --no-eval-cost --ablation "$declutr_variants" --output "$OUT/declutr_ablation.json"
+    # Evaluation: every scoring node encodes length-sorted batches, a new shape at nearly every
+    # batch of a fresh process. conf/base leaves cuDNN's attention out of it on the ground of
+    # run 5's training figures; this measures it: one STS evaluation in a cold process under
+    # each setting, twice, and sentence-transformers' encode beside it (~1 min at bert-base size).
+    stage evaluation_kernels 60 "$PYTHON" benchmarks/evaluation_kernels.py --device "$DEVICE" \
+        "${encoder_args[@]}" --output "$OUT/evaluation_kernels.json"
     # DeCLUTR first: SimCSE's step was profiled on the H100 in run 4; the two rows and
     # their profiles took 96 s there, hence 120.
     stage training_profile 120 "${throughput[@]}" --methods declutr,simcse --steps "$WARMUP" --warmup "$WARMUP" \
@@ -198,7 +206,7 @@ else
     [[ "$DEVICE" == cpu ]] && miniature_env+=(CUDA_VISIBLE_DEVICES= ENCODER_LAYERS=2 ENCODER_HIDDEN=128)
     stage paper_miniature 150 env "${miniature_env[@]}" benchmarks/device/paper_miniature.sh
     if [[ -d "$SCRATCH/paper_miniature" ]]; then
-        [[ -f "$SCRATCH/paper_miniature/summary.json" ]] && cp "$SCRATCH/paper_miniature/summary.json" "$OUT/paper_miniature_summary.json"
+        # its summary.json is in the archive: the device tool brings back at most 8 files
         tar -czf "$OUT/paper_miniature.tar.gz" -C "$SCRATCH" paper_miniature
     fi
 fi

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's encoder and SDPA helpers
@@ -49,8 +47,7 @@ from contrastive_sentence_embeddings.data.raw_file import folder_partitions  # n
 from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, autocast_for, precision_tag  # noqa: E402
 from contrastive_sentence_embeddings.evaluation.sts import distinct_sentences, read_sts_benchmark, score_sts  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import child_environment, results_commit, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import child_environment, tuning_environment  # noqa: E402
 
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "peer": None}
 POOLING = "mean"  # the peer's own pooling for a plain transformers folder
@@ -156,15 +153,10 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one setting, in this process
     parser.add_argument("--folder", default=None, help=argparse.SUPPRESS)  # the child's encoder folder
     args = parser.parse_args()
-    settings = [name.strip() for name in args.settings.split(",") if name.strip()]
-    unknown = [name for name in settings if name not in SETTINGS]
-    if unknown or not settings:
-        parser.error(f"--settings: unknown {unknown}; choose from {', '.join(SETTINGS)}")
+    settings = throughput.chosen_settings(parser, args.settings, SETTINGS)
     if args.batch_size < 1:
         parser.error("--batch-size must be at least 1")
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is visible")
+    device = throughput.chosen_device(parser, args.device)
     suite, sentences = sts_inputs(throughput.mirror_dir(args.mirror))
     if args.child:
         row = measure(args.child, Path(args.folder), suite, sentences, args.batch_size, device)
@@ -178,13 +170,8 @@ def main() -> None:
         peer_version = sentence_transformers.__version__
     except ImportError:
         peer_version = None
-    _, device_name = throughput.peak_flops(device)
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], throughput.PROJECT_ROOT),
-        "git_commit": results_commit(throughput.PROJECT_ROOT), "device": device_name, "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "python": platform.python_version(), "transformers": transformers.__version__,
+        **throughput.results_header(__file__, device), "transformers": transformers.__version__,
         "sentence_transformers": peer_version, "encoder_config": args.encoder_config, "pooling": POOLING,
         "batch_size": args.batch_size, "sentences": len(sentences), "environment": tuning_environment(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],

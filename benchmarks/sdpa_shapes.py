@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,8 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import training_throughput as throughput  # noqa: E402
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import child_environment, results_commit, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import child_environment, tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "cudnn-avoid-recompile": None}
@@ -121,23 +119,13 @@ def main() -> None:
     parser.add_argument("--shape-seed", type=int, default=0, help=argparse.SUPPRESS)  # a child's first seed
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
-    settings = [name.strip() for name in args.settings.split(",") if name.strip()]
-    unknown = [name for name in settings if name not in SETTINGS]
-    if unknown or not settings:
-        parser.error(f"--settings: unknown {unknown}; choose from {', '.join(SETTINGS)}")
+    settings = throughput.chosen_settings(parser, args.settings, SETTINGS)
     if args.shapes < 1:
         parser.error("--shapes must be at least 1")
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is visible")
+    device = throughput.chosen_device(parser, args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    _, device_name = throughput.peak_flops(device)
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], throughput.PROJECT_ROOT),
-        "git_commit": results_commit(throughput.PROJECT_ROOT), "device": device_name, "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "python": platform.python_version(), "dtype": str(dtype).replace("torch.", ""),
+        **throughput.results_header(__file__, device), "dtype": str(dtype).replace("torch.", ""),
         "heads": HEADS, "head_dim": HEAD_DIM, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],
     }
     output = Path(args.output) if args.output else throughput.RESULTS_DIR / f"sdpa_shapes_{device.type}.json"

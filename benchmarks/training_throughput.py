@@ -344,6 +344,32 @@ def model_attention_kernel(model, tokenizer, device: torch.device, bf16: bool) -
         model.train(was_training)
 
 
+def results_header(script: str, device: torch.device) -> dict:
+    """The first keys of a benchmark's results file: the command as run, the commit, the
+    device, and the versions that decide which kernels run (torch, CUDA, cuDNN, Python)."""
+    _, device_name = peak_flops(device)
+    return {"command": recorded_command(script, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
+            "device": device_name, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "python": platform.python_version()}
+
+
+def chosen_settings(parser: argparse.ArgumentParser, text: str, known) -> list[str]:
+    """The comma-separated ``--settings`` names, each one of ``known`` (else the parser's error)."""
+    settings = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in settings if name not in known]
+    if unknown or not settings:
+        parser.error(f"--settings: unknown {unknown}; choose from {', '.join(known)}")
+    return settings
+
+
+def chosen_device(parser: argparse.ArgumentParser, name: str) -> torch.device:
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible")
+    return device
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

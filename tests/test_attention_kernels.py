@@ -202,3 +202,29 @@ def test_the_backends_change_no_status_and_are_recorded_with_the_scores(tiny_ber
     scoring = evaluator.evaluate_encoder([spec], evaluator.EvaluationData(), settings)["tiny"]["provenance"]["evaluation"]
     assert scoring["execution"] == {"device": "cpu", "precision": "cpu-fp32", "batch_size": 16,
                                     "attention_backends": NO_CUDNN}
+
+
+def test_clsrs_frozen_embeddings_are_encoded_with_its_blocks_kernels(tiny_bert_dir, tmp_path, monkeypatch):
+    """CLSR's training node encodes its pairs' sentences before training (its dev sets'
+    frozen embeddings are encoded inside training, under the same setting)."""
+    import pandas as pd
+
+    from contrastive_sentence_embeddings.pipelines.training.nodes import embed_pair_sentences
+    from tests.helpers import base_parameters
+
+    loaded = []
+    real_load = SentenceEncoder.load
+
+    def load(*args, **kwargs):
+        encoder = real_load(*args, **kwargs)
+        loaded.append(encoder.attention_backends)
+        return encoder
+
+    monkeypatch.setattr(SentenceEncoder, "load", load)
+    pairs = pd.DataFrame({"sentence1": ["a man plays a guitar", "two dogs run"],
+                          "sentence2": ["someone plays music", "dogs are running"]})
+    for index, value in enumerate((["efficient", "math"], None)):
+        block = base_parameters("clsr_stsb", device="cpu", attention_backends=value)
+        data = embed_pair_sentences(pairs, str(tmp_path / f"cache{index}"), str(tiny_bert_dir), block)
+        assert data.embeddings.shape[0] == 4
+    assert loaded == [["efficient", "math"], None]

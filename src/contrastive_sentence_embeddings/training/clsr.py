@@ -161,16 +161,20 @@ def embed_pairs(
     pooling: str = "mean",
     device: str | None = None,
     batch_size: int = 128,
+    attention_backends: Sequence[str] | None = None,
 ) -> PairEmbeddings:
     """Frozen ``pooling`` embeddings of every distinct sentence of ``pairs`` (columns
     ``first`` and ``second``), from the cache in ``cache_dir`` when the same encoder
     already embedded the same sentences, else encoded (the encoder is loaded only
-    then) and stored there."""
+    then) and stored there. ``attention_backends``: the attention kernels the encoding
+    may use (the block's ``training.attention_backends``, as for its dev sets' frozen
+    embeddings, which are encoded inside training; None: PyTorch's choice). They change
+    only the rounding, so the cache's key leaves them out, as it leaves the batch size."""
     sentences, rows = pair_sentences(pairs, first, second, dataset)
     torch_device = pick_device(device)
 
     def encode(texts: list[str]) -> np.ndarray:
-        encoder = SentenceEncoder.load(encoder_name, pooling, batch_size, str(torch_device))
+        encoder = SentenceEncoder.load(encoder_name, pooling, batch_size, str(torch_device), attention_backends)
         return encoder.encode(texts, show_progress=True)
 
     cache = embedding_cache(encode, cache_dir, encoder_name, pooling, torch_device)

@@ -59,13 +59,21 @@ def sts_inputs(mirror: Path) -> tuple[dict, list[str]]:
     return suite, distinct_sentences(suite)
 
 
-def batch_shapes(lengths: list[int], batch_size: int) -> int:
-    """Distinct (rows, width) shapes of ``lengths`` sorted longest first and batched
-    ``batch_size`` at a time, each batch padded to its longest: the shapes a fresh
-    process's evaluation meets."""
-    ordered = sorted(lengths, reverse=True)
-    return len({(len(ordered[begin:begin + batch_size]), ordered[begin])
-                for begin in range(0, len(ordered), batch_size)})
+class InputShapes:
+    """The distinct (rows, width) batches ``model``'s passes meet while this is entered,
+    read at its token-embedding layer (``get_input_embeddings``), which every pass calls
+    with the token ids however the model itself is called (sentence-transformers 6 calls
+    the transformer's ``forward`` directly, past its hooks)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.module, self.seen = model.get_input_embeddings(), set()
+
+    def __enter__(self) -> "InputShapes":
+        self.handle = self.module.register_forward_pre_hook(lambda module, args: self.seen.add(tuple(args[0].shape)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
 
 
 def evaluate_once(encode, suite: dict, sentences: list[str], device: torch.device) -> tuple[float, float]:
@@ -91,20 +99,20 @@ def measure(setting: str, folder: Path, suite: dict, sentences: list[str], batch
             with autocast_for(device):  # the precision our evaluation runs in
                 return model.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True)
 
-        lengths = [len(ids) for ids in model.tokenizer(sentences, truncation=True,
-                                                       max_length=model.max_seq_length)["input_ids"]]
+        transformer = model[0].auto_model
     else:
         encoder = SentenceEncoder.load(str(folder), POOLING, batch_size, str(device), SETTINGS[setting])
 
         def encode(texts):
             return encoder.encode(texts, show_progress=False)
 
-        lengths = [len(ids) for ids in encoder.tokenize(sentences)]
+        transformer = encoder.model
     throughput.synchronize(device)
     load_seconds = time.perf_counter() - started
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    first, first_avg = evaluate_once(encode, suite, sentences, device)
+    with InputShapes(transformer) as shapes:  # each side sorts and pads its own way
+        first, first_avg = evaluate_once(encode, suite, sentences, device)
     again, again_avg = evaluate_once(encode, suite, sentences, device)
     kernel = throughput.dispatched_attention(lambda: encode(sentences[:4]))
     return {
@@ -115,7 +123,7 @@ def measure(setting: str, folder: Path, suite: dict, sentences: list[str], batch
         "first_extra_seconds": round(first - again, 3),
         "sentences_per_second_first": round(len(sentences) / first, 1),
         "sentences_per_second_repeat": round(len(sentences) / again, 1),
-        "batch_shapes": batch_shapes(lengths, batch_size),
+        "batch_shapes": len(shapes.seen),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
         "sts_avg": round(first_avg, 4), "sts_avg_repeat": round(again_avg, 4),
     }

@@ -17,22 +17,27 @@ from tests.helpers import load_script
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "evaluation_kernels.py"
 
 
-def test_batch_shapes_counts_the_shapes_an_evaluation_meets(tiny_bert, tokenizer, mirror_dir):
+def sorted_batch_shapes(lengths: list[int], batch_size: int) -> int:
+    """Distinct (rows, width) shapes of ``lengths`` sorted longest first, batched
+    ``batch_size`` at a time, each batch padded to its longest: how the library's
+    evaluation batches (encoding.py's module docstring)."""
+    ordered = sorted(lengths, reverse=True)
+    return len({(len(ordered[begin:begin + batch_size]), ordered[begin])
+                for begin in range(0, len(ordered), batch_size)})
+
+
+def test_the_shapes_counted_are_those_of_the_library_s_batches(tiny_bert, tokenizer, mirror_dir):
     kernels = load_script(SCRIPT)
-    assert kernels.batch_shapes([3, 5, 1, 3, 5, 3, 4], 2) == 4  # (2, 5), (2, 4), (2, 3), (1, 1)
-    assert kernels.batch_shapes([3, 3, 3, 3], 2) == 1
-    # against the shapes the library's encoder actually runs, on real sentences
     _, sentences = kernels.sts_inputs(mirror_dir)
     sentences = sentences[:700]
-    seen = set()
     encoder = SentenceEncoder(tiny_bert, tokenizer, "mean", batch_size=64, device=torch.device("cpu"))
-    handle = tiny_bert.register_forward_pre_hook(lambda module, args, kwargs: seen.add(tuple(kwargs["input_ids"].shape)),
-                                                 with_kwargs=True)
-    try:
+    with kernels.InputShapes(tiny_bert) as shapes:
         encoder.encode(sentences)
-    finally:
-        handle.remove()
-    assert kernels.batch_shapes([len(ids) for ids in encoder.tokenize(sentences)], 64) == len(seen) > 3
+    lengths = [len(ids) for ids in encoder.tokenize(sentences)]
+    assert len(shapes.seen) == sorted_batch_shapes(lengths, 64) > 3
+    assert {rows for rows, _ in shapes.seen} == {64, 700 % 64}
+    encoder.encode(sentences)  # after the context: no longer counted
+    assert len(shapes.seen) == sorted_batch_shapes(lengths, 64)
 
 
 def test_each_setting_evaluates_twice_in_a_fresh_process_and_the_sides_agree(tmp_path):
@@ -58,6 +63,7 @@ def test_each_setting_evaluates_twice_in_a_fresh_process_and_the_sides_agree(tmp
     assert rows["default"]["sts_avg"] == rows["no-cudnn"]["sts_avg"]
     assert abs(rows["peer"]["sts_avg"] - rows["default"]["sts_avg"]) < 1e-3
     assert rows["default"]["batch_shapes"] == rows["no-cudnn"]["batch_shapes"] > 10
+    assert rows["peer"]["batch_shapes"] > 10  # sentence-transformers sorts by characters, pads per batch too
     assert "| no-cudnn |" in done.stdout
 
 

@@ -144,8 +144,9 @@ encoder_args=()
 throughput=("$PYTHON" benchmarks/training_throughput.py --device "$DEVICE" "${encoder_args[@]}")
 [[ "$DEVICE" == cpu ]] && throughput+=(--no-cpu-shortcuts)  # a rehearsal of the GPU's path
 
-# sentence-transformers, the peer in both parts, needs `datasets` (with dill, multiprocess) for
-# its trainer; absent from the GPU image: from the carried wheels, into a folder of our own ahead of the path.
+# sentence-transformers, the peer in both parts, imports `datasets` (with dill, multiprocess) when
+# it is imported (6.2 does: its samplers); absent from the GPU image: from the carried wheels,
+# into a folder of our own ahead of the path.
 if ! "$PYTHON" -c "import datasets" 2> /dev/null; then
     if compgen -G "$WHEELS/datasets-*.whl" > /dev/null; then
         "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +46,7 @@ from contrastive_sentence_embeddings.data.raw_file import folder_partitions  # n
 from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
 from contrastive_sentence_embeddings.encoding import SentenceEncoder, autocast_for, precision_tag  # noqa: E402
 from contrastive_sentence_embeddings.evaluation.sts import distinct_sentences, read_sts_benchmark, score_sts  # noqa: E402
-from contrastive_sentence_embeddings.provenance import child_environment, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import tuning_environment  # noqa: E402
 
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "peer": None}
 POOLING = "mean"  # the peer's own pooling for a plain transformers folder
@@ -131,16 +130,11 @@ def measure(setting: str, folder: Path, suite: dict, sentences: list[str], batch
 
 def in_child_process(setting: str, folder: Path, args) -> dict:
     """``setting`` measured by this script in a fresh process (nothing prepared yet)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        output = Path(scratch) / "row.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--batch-size",
-                   str(args.batch_size), "--child", setting, "--folder", str(folder), "--output", str(output)]
-        if args.mirror:
-            command += ["--mirror", args.mirror]
-        done = subprocess.run(command, capture_output=True, text=True, env=child_environment())
-        if done.returncode or not output.is_file():
-            return {"setting": setting, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-        return json.loads(output.read_text(encoding="utf-8"))
+    arguments = ["--device", args.device, "--batch-size", str(args.batch_size), "--child", setting, "--folder", str(folder)]
+    if args.mirror:
+        arguments += ["--mirror", args.mirror]
+    row = throughput.in_fresh_process(__file__, arguments)
+    return {"setting": setting, **row} if "error" in row else row
 
 
 COLUMNS = [("setting", "setting"), ("kernel", "attention_kernel"), ("batch shapes", "batch_shapes"),

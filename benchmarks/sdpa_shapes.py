@@ -31,9 +31,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import training_throughput as throughput  # noqa: E402
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.provenance import child_environment, tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.provenance import tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "cudnn-avoid-recompile": None}
@@ -98,16 +96,11 @@ def measure(setting: str, shapes: list[tuple[int, int]], device: torch.device, d
 
 def in_child_process(setting: str, seed: int, args) -> dict:
     """``setting`` measured by this script in a process started with its variables."""
-    with tempfile.TemporaryDirectory() as scratch:
-        output = Path(scratch) / "row.json"
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--device", args.device,
-                               "--shapes", str(args.shapes), "--settings", setting, "--shape-seed", str(seed),
-                               "--output", str(output)],
-                              capture_output=True, text=True, env=child_environment(ENVIRONMENT[setting]))
-        if done.returncode or not output.is_file():
-            return {"setting": setting, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-        row = json.loads(output.read_text(encoding="utf-8"))["rows"][0]
-    return {**row, "environment": ENVIRONMENT[setting]}
+    child = throughput.in_fresh_process(__file__, ["--device", args.device, "--shapes", str(args.shapes), "--settings",
+                                                   setting, "--shape-seed", str(seed)], ENVIRONMENT[setting])
+    if "error" in child:
+        return {"setting": setting, **child}
+    return {**child["rows"][0], "environment": ENVIRONMENT[setting]}
 
 
 def main() -> None:

@@ -836,29 +836,40 @@ def ablation_rows(args, inputs, tokenizer, folders, device, rows: list[dict], on
         print(f"  {label}: {row.get('examples_per_second', row.get('error'))} examples/s", flush=True)
 
 
+def in_fresh_process(script: str, arguments: list[str], environment: dict | None = None) -> dict:
+    """What ``script`` writes to ``--output`` when run with ``arguments`` in a process of
+    its own (``provenance.child_environment``, with ``environment`` added): the parsed
+    JSON, or ``{"error": "exit <code>: <the end of its stderr>"}`` when it fails or
+    writes nothing. Each benchmark measures its settings that need a fresh process
+    (a variable read once, nothing prepared yet) through this."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / "result.json"
+        done = subprocess.run([sys.executable, str(Path(script).resolve()), *arguments, "--output", str(output)],
+                              capture_output=True, text=True, env=child_environment(environment))
+        if done.returncode or not output.is_file():
+            return {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        return json.loads(output.read_text(encoding="utf-8"))
+
+
 def variant_in_subprocess(label: str, method: str, shape: str, args, settings: dict,
                           method_settings: dict | None = None, environment: dict | None = None) -> dict:
     """``method`` with ``settings`` (training) and ``method_settings`` measured by this
     script in a process of its own, with ``environment`` added to its variables."""
-    with tempfile.TemporaryDirectory() as scratch:
-        output = Path(scratch) / "row.json"
-        method_settings = {**getattr(args, "method_settings", {}), **(method_settings or {})}
-        command = [sys.executable, str(Path(__file__).resolve()), "--device", args.device, "--methods", method,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--no-peer", "--no-eval-cost",
-                   "--encoder-config", shape, "--output", str(output),
-                   *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()],
-                   *[f"--method-set={key}={json.dumps(value)}" for key, value in method_settings.items()]]
-        if args.mirror:
-            command += ["--mirror", args.mirror]
-        if not args.cpu_shortcuts:
-            command += ["--no-cpu-shortcuts"]
-        if args.tokenizer:
-            command += ["--tokenizer", args.tokenizer]
-        done = subprocess.run(command, capture_output=True, text=True, env=child_environment(environment))
-        if done.returncode or not output.is_file():
-            return {"method": method, "variant": label, "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-        child = json.loads(output.read_text(encoding="utf-8"))
-        row = child["rows"][0]
+    method_settings = {**getattr(args, "method_settings", {}), **(method_settings or {})}
+    arguments = ["--device", args.device, "--methods", method, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                 "--no-peer", "--no-eval-cost", "--encoder-config", shape,
+                 *[f"--set={key}={json.dumps(value)}" for key, value in {**args.training_settings, **settings}.items()],
+                 *[f"--method-set={key}={json.dumps(value)}" for key, value in method_settings.items()]]
+    if args.mirror:
+        arguments += ["--mirror", args.mirror]
+    if not args.cpu_shortcuts:
+        arguments += ["--no-cpu-shortcuts"]
+    if args.tokenizer:
+        arguments += ["--tokenizer", args.tokenizer]
+    child = in_fresh_process(__file__, arguments, environment)
+    if "error" in child:
+        return {"method": method, "variant": label, **child}
+    row = child["rows"][0]
     row["variant"] = label
     if environment:
         row["environment"] = child["environment"]  # what the child recorded it was started with

@@ -147,7 +147,9 @@ def test_leaving_cudnn_out_of_an_encoding_changes_no_embedding_on_a_cpu(no_dropo
     np.testing.assert_allclose(math_only, pytorch_choice, rtol=1e-4, atol=1e-5)
 
 
-def test_the_evaluation_loads_its_encoder_with_the_backends_of_its_settings(tiny_bert_dir, monkeypatch):
+@pytest.fixture
+def loaded_backends(monkeypatch) -> list:
+    """The attention_backends of every encoder ``SentenceEncoder.load`` returns, in order."""
     loaded = []
     real_load = SentenceEncoder.load
 
@@ -157,11 +159,15 @@ def test_the_evaluation_loads_its_encoder_with_the_backends_of_its_settings(tiny
         return encoder
 
     monkeypatch.setattr(SentenceEncoder, "load", load)
+    return loaded
+
+
+def test_the_evaluation_loads_its_encoder_with_the_backends_of_its_settings(tiny_bert_dir, loaded_backends):
     spec = evaluator.ModelSpec(name="tiny", path=str(tiny_bert_dir), pooling="mean")
     for value in (NO_CUDNN, None):
         settings = evaluator.EvaluationSettings(sts=False, alignment=False, device="cpu", attention_backends=value)
         evaluator.evaluate_encoder([spec], evaluator.EvaluationData(), settings)
-    assert loaded == [NO_CUDNN, None]
+    assert loaded_backends == [NO_CUDNN, None]
 
 
 @pytest.mark.parametrize("value, message", [
@@ -179,13 +185,13 @@ def test_a_wrong_evaluation_value_names_its_key(value, message):
 
 
 def test_the_project_evaluates_without_cudnn_attention():
-    """conf/base's value, parsed as the evaluation nodes parse it."""
-    import yaml
-
+    """conf/base's value, as the project's configuration gives it to the evaluation nodes."""
+    from contrastive_sentence_embeddings.config_loader import project_parameters
     from tests.helpers import PROJECT_ROOT
 
-    block = yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "parameters_evaluation.yml").read_text())["evaluation"]
-    assert evaluator.evaluation_settings(block).attention_backends == NO_CUDNN
+    for env in (None, "paper"):  # conf/paper's block merges into conf/base's, keeping the list
+        block = project_parameters(PROJECT_ROOT, env)["evaluation"]
+        assert evaluator.evaluation_settings(block).attention_backends == NO_CUDNN, env
 
 
 def test_the_backends_change_no_status_and_are_recorded_with_the_scores(tiny_bert_dir):
@@ -204,7 +210,7 @@ def test_the_backends_change_no_status_and_are_recorded_with_the_scores(tiny_ber
                                     "attention_backends": NO_CUDNN}
 
 
-def test_clsrs_frozen_embeddings_are_encoded_with_its_blocks_kernels(tiny_bert_dir, tmp_path, monkeypatch):
+def test_clsrs_frozen_embeddings_are_encoded_with_its_blocks_kernels(tiny_bert_dir, tmp_path, loaded_backends):
     """CLSR's training node encodes its pairs' sentences before training (its dev sets'
     frozen embeddings are encoded inside training, under the same setting)."""
     import pandas as pd
@@ -212,19 +218,10 @@ def test_clsrs_frozen_embeddings_are_encoded_with_its_blocks_kernels(tiny_bert_d
     from contrastive_sentence_embeddings.pipelines.training.nodes import embed_pair_sentences
     from tests.helpers import base_parameters
 
-    loaded = []
-    real_load = SentenceEncoder.load
-
-    def load(*args, **kwargs):
-        encoder = real_load(*args, **kwargs)
-        loaded.append(encoder.attention_backends)
-        return encoder
-
-    monkeypatch.setattr(SentenceEncoder, "load", load)
     pairs = pd.DataFrame({"sentence1": ["a man plays a guitar", "two dogs run"],
                           "sentence2": ["someone plays music", "dogs are running"]})
     for index, value in enumerate((["efficient", "math"], None)):
         block = base_parameters("clsr_stsb", device="cpu", attention_backends=value)
         data = embed_pair_sentences(pairs, str(tmp_path / f"cache{index}"), str(tiny_bert_dir), block)
         assert data.embeddings.shape[0] == 4
-    assert loaded == [["efficient", "math"], None]
+    assert loaded_backends == [["efficient", "math"], None]

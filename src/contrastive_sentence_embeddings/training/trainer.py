@@ -61,13 +61,13 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.config import flag, integer, number, random_seed
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import pad_batch
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
-from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 

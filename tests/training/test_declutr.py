@@ -370,3 +370,33 @@ def test_mlm_loss_reads_nothing_back_from_the_device(documents, span_table, toke
             total += float(torch.nn.functional.cross_entropy(logits, bucket["mlm_labels"][chosen], reduction="sum"))
             count += int(chosen.sum())
     assert count > 0 and float(logs["mlm"]) == pytest.approx(total / count, rel=1e-5)
+
+
+def test_loader_workers_build_each_epoch_from_its_own_spans(documents, span_table, tokenizer, tiny_bert,
+                                                             tiny_bert_dir):
+    """``training.loader_workers`` moves batch building into worker processes, which
+    hold copies of the collate: the epoch the trainer sets in its own process must
+    still pick each epoch's spans and masks there. Two epochs (2 steps each) train to
+    the same losses with one worker as without, and the second epoch's batches are
+    not the first's again."""
+    from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train
+
+    doc_ids = documents["doc_id"].tolist()
+    losses = {}
+    for workers in (0, 1):
+        encoder = copy.deepcopy(tiny_bert)
+        torch.manual_seed(0)
+        method = build_method("declutr")
+        model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder))
+        collate = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=300)
+        config = TrainingConfig(batch_size=4, epochs=2, eval_every=0, log_every=1, device="cpu", seed=5,
+                                learning_rate=1e-4, loader_workers=workers)
+        result = train(model, tokenizer, doc_ids, config, collate=collate)
+        assert result.steps == 4
+        losses[workers] = result.curve["loss"].tolist()
+    assert losses[1] == losses[0]
+    # Each epoch's batches differ from the last (their own spans): not one epoch's again.
+    first_epoch = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=300)
+    second_epoch = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=300)
+    second_epoch.set_epoch(1)
+    assert sequences(first_epoch(doc_ids[:4])["anchors"]) != sequences(second_epoch(doc_ids[:4])["anchors"])

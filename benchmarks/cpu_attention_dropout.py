@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.project_paths import recorded_command
 from contrastive_sentence_embeddings.provenance import results_commit
 from contrastive_sentence_embeddings.training.cpu_dropout import UNIFORM_ATTENTION_MAX_KEYS, attention_with_dropout
@@ -78,7 +79,7 @@ def main() -> None:
         "load_average_at_end": os.getloadavg(), "uniform_attention_max_keys": UNIFORM_ATTENTION_MAX_KEYS,
         "rows": rows,
     }
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_text_atomically(RESULTS, json.dumps(report, indent=1) + "\n")
     print(f"written: {RESULTS}")
 
 

@@ -709,10 +709,11 @@ def _n(value) -> str:
 
 
 def write_results(report: dict, rows: list[Row]) -> None:
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(report, indent=2) + "\n")
+    from contrastive_sentence_embeddings.atomic_files import replaced_atomically, write_text_atomically
+
+    write_text_atomically(RESULTS_JSON, json.dumps(report, indent=2) + "\n")
     columns = [name for name in Row.__dataclass_fields__ if name != "node_seconds"] + ["node_seconds"]
-    with RESULTS_CSV.open("w", newline="") as handle:
+    with replaced_atomically(RESULTS_CSV) as temporary, temporary.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         for row in rows:

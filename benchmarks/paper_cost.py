@@ -35,6 +35,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
 from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
 # Training-set sizes of the paper runs (docs/data_scale.md, conf/paper comments).
@@ -126,7 +127,7 @@ def main() -> None:
     output = args.output or PROJECT_ROOT / "benchmarks" / "results" / f"paper_cost_{device}.json"
     report = {"command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT),
               "device": results["device"], "throughput_commit": results["git_commit"], "rows": table}
-    output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_text_atomically(output, json.dumps(report, indent=1) + "\n")
     columns = ["method", "data", "epochs", "batch", "steps", "step_ms", "dev_evaluations", "hours_one_gpu",
                "hours_8_gpus_same_per_gpu_batch", "peak_memory_gib", "encoder"]
     print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.encoding import pad_batch
@@ -97,7 +98,7 @@ def main() -> None:
     else:  # other masks: the same distribution, so about the same loss on average
         report["mean_loss"] = {name: round(statistics.mean(values), 5) for name, values in losses.items()}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"simcse_{args.change}_ab.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_text_atomically(RESULTS / f"simcse_{args.change}_ab.json", json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k not in ("command", "machine", "seconds", "speedup_per_pair")}))
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
 from contrastive_sentence_embeddings.encoding import pad_batch
@@ -252,7 +253,7 @@ def main() -> None:
         report["dev_evaluation"] = dev_evaluation_seconds(encoder, tokenizer)
     report["load_average_at_start_and_end"] = [LOAD_AT_START, list(os.getloadavg())]
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    write_text_atomically(args.output, json.dumps(report, indent=2) + "\n")
     phases = list(runs["ours"])
     print("| run | " + " | ".join(phases) + " | step (wall s) | step (CPU s) |")
     print("|---|" + "---:|" * (len(phases) + 2))

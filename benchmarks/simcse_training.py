@@ -55,6 +55,7 @@ from pathlib import Path
 
 import torch
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
@@ -131,7 +132,7 @@ def main() -> None:
         "ratios": [row["ratio"] for row in repeats], "repeats": repeats,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    write_text_atomically(args.output, json.dumps(report, indent=2) + "\n")
     print("| repeat | first | ours examples/s | sentence-transformers examples/s | ratio | ours STS-B dev | theirs STS-B dev |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for number, row in enumerate(repeats, start=1):
@@ -248,7 +249,8 @@ def against_itself(args) -> None:
         "trainer": args.against_itself, "instruction_set_cap": args.instruction_set, "steps": args.steps,
         "batch_size": args.batch_size, "repeats": repeats,
     }
-    (RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_text_atomically(RESULTS.parent / f"simcse_training_against_itself_{args.against_itself}.json",
+                          json.dumps(report, indent=2) + "\n")
 
 
 def in_slot(trainer, slot, *arguments, **options):

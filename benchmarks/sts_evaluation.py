@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.data.report import StepReport
@@ -70,7 +71,7 @@ def main() -> None:
     }
     result["ratio"] = round(result["ours_seconds"] / result["sentence_transformers_encode_seconds"], 3)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_text_atomically(RESULTS, json.dumps(result, indent=2) + "\n")
     print("| encoder | sentences | threads | full 7-task STS (s) | ST encode (s) | ratio | STS avg |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| {args.encoder} ({args.pooling}) | {result['sentences']} | {result['threads']} | {result['ours_seconds']} "

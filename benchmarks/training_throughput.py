@@ -43,7 +43,10 @@ back-propagated (backward = 2 x forward), plus ``2 n_in n_out`` per row of every
 linear layer of the heads (MLM decoder, projectors, CLSR's networks). Embedding
 look-ups, layer norms, softmax and the losses are left out, so MFU slightly
 understates the work. **HFU** counts the same formula on the padded shapes (what the
-device actually multiplies). The benchmark imports only torch, transformers,
+device actually multiplies), and with ``mini_batch_size`` (gradient caching) also
+the graph-free first pass over each mini-batch, which MFU leaves out as
+recomputation (PaLM's definition: the step's model work, whatever the device
+repeats to save memory); tokens/s and the padding share count the step's own passes. The benchmark imports only torch, transformers,
 accelerate, numpy, pandas, pyarrow, scipy and the library's core (no Kedro, datasets,
 spaCy or DVC); the peer needs sentence-transformers and ``datasets``.
 """
@@ -219,6 +222,10 @@ class WorkCounter:
         self.hardware_flops = 0.0
         self.steps_done = 0
         self.pass_shapes: list[tuple[int, int, int]] = []  # (step, rows, width) of every encoder pass
+        # True while a pass is recomputation (gradient caching's graph-free first pass:
+        # the same embeddings are computed again to back-propagate): hardware FLOPs, not
+        # model FLOPs, as MFU leaves out activation recomputation.
+        self.recomputing = False
         self.handles = []
         if encoder is not None:  # None: CLSR, whose trained networks are linear layers only
             config = config or encoder.config
@@ -241,9 +248,10 @@ class WorkCounter:
         per_token = 2 * self.layers * (4 * self.width ** 2 + 2 * self.width * self.ffn)
         per_square = 4 * self.layers * self.width
         lengths = mask.sum(dim=1).to(torch.float64)
-        self.real_tokens.append(lengths.sum())
-        self.model_flops.append(factor * (per_token * lengths.sum() + per_square * (lengths ** 2).sum()))
-        self.padded_tokens += rows * length
+        if not self.recomputing:  # the tokens and work of the step itself (tokens/s, padding share, MFU)
+            self.real_tokens.append(lengths.sum())
+            self.model_flops.append(factor * (per_token * lengths.sum() + per_square * (lengths ** 2).sum()))
+            self.padded_tokens += rows * length
         self.hardware_flops += factor * (per_token * rows * length + per_square * rows * length ** 2)
         self.pass_shapes.append((self.steps_done, rows, length))
 
@@ -265,7 +273,8 @@ class WorkCounter:
         rows = x.numel() // x.shape[-1]
         factor = 3 if torch.is_grad_enabled() and module.weight.requires_grad else 1
         flops = factor * 2.0 * rows * module.in_features * module.out_features
-        self.model_flops.append(torch.tensor(flops, dtype=torch.float64))
+        if not self.recomputing:
+            self.model_flops.append(torch.tensor(flops, dtype=torch.float64))
         self.hardware_flops += flops
 
     def totals(self) -> dict:
@@ -279,6 +288,28 @@ class WorkCounter:
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
+
+
+@contextlib.contextmanager
+def counted_as_recomputation(counter: WorkCounter):
+    """Within it, gradient caching's graph-free first pass (``GradientCache.embed_without_graph``,
+    computed again with a graph to back-propagate) counts as recomputation in ``counter``."""
+    from contrastive_sentence_embeddings.training.gradient_cache import GradientCache
+
+    original = GradientCache.embed_without_graph
+
+    def recomputation(self, *args, **kwargs):
+        counter.recomputing = True
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            counter.recomputing = False
+
+    GradientCache.embed_without_graph = recomputation
+    try:
+        yield
+    finally:
+        GradientCache.embed_without_graph = original
 
 
 def peak_flops(device: torch.device) -> tuple[float | None, str]:
@@ -459,7 +490,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     synchronize(device)
     started = time.perf_counter()
     try:
-        with around_training():
+        with around_training(), counted_as_recomputation(counter):
             result = train(model, tokenizer, examples, block.training, dev_scorer=None, collate=collate)
         synchronize(device)
         wall = time.perf_counter() - started

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import load_script
+from tests.training.test_declutr import documents, span_table  # noqa: F401 - fixtures
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "training_throughput.py"
 METHODS = {"simcse", "imsimcse", "scd", "declutr", "clsr"}
@@ -246,3 +247,57 @@ def test_a_step_is_counted_once_though_cuda_copies_its_range_onto_the_device_tim
     on_device = [SimpleNamespace(name="ProfilerStep#4", device_type=DeviceType.CUDA)]  # a gpu_user_annotation
     others = [SimpleNamespace(name="aten::mm", device_type=DeviceType.CPU)]
     assert benchmark.profiler_steps(host[:1] + on_device + others + host[1:]) == host
+
+
+@pytest.mark.parametrize("kind", ["simcse", "declutr"])
+def test_gradient_cachings_first_pass_is_hardware_work_not_model_work(kind, tokenizer, tiny_bert, tiny_bert_dir,
+                                                                       documents, span_table):  # noqa: F811
+    """A step in mini-batches computes every embedding twice (once without a graph, once
+    to back-propagate). MFU counts the step's model work once, as the whole-batch step
+    does: the same model FLOPs and tokens; the first pass shows in the hardware FLOPs only
+    (on the sentence batch, cut into equal halves, exactly one forward more)."""
+    import copy
+
+    import torch
+
+    from contrastive_sentence_embeddings.encoding import pad_batch
+    from contrastive_sentence_embeddings.training.gradient_cache import GradientCache
+    from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
+    from tests.training.test_declutr import make_collate
+
+    benchmark = load_script(SCRIPT)
+    method = build_method(kind, {"bucket_tokens": 300, "mlm": True} if kind == "declutr" else {})
+    if kind == "declutr":
+        batch = make_collate(documents, span_table, tokenizer, mlm_probability=0.15, bucket_tokens=300)(
+            documents["doc_id"].tolist()[:4])
+        batch_size = 4
+    else:
+        longest = "Two dogs run across the snowy field together after the storm."  # in both halves
+        sentences = ["A man is playing a guitar.", longest, "The committee met on Tuesday.", "She reads.",
+                     "Prices rose sharply.", longest, "The river floods every spring.", "He left."]
+        batch = pad_batch(tokenizer(sentences)["input_ids"], tokenizer.pad_token_id)
+        batch_size = len(sentences)
+    totals = {}
+    for how in ("whole", "mini-batches"):
+        torch.manual_seed(0)
+        encoder = copy.deepcopy(tiny_bert)
+        model = ContrastiveModel(encoder, "mean", method, method.pretrained_heads(str(tiny_bert_dir), encoder))
+        model.train()
+        counter = benchmark.WorkCounter(model.encoder, list(model.heads.values()))
+        encoder_alone = benchmark.WorkCounter(model.encoder, [])
+        with benchmark.counted_as_recomputation(counter), benchmark.counted_as_recomputation(encoder_alone):
+            if how == "whole":
+                model(**batch)["loss"].backward()
+            else:
+                GradientCache(model, batch_size, batch_size // 2).step(batch)
+        counter.remove()
+        encoder_alone.remove()
+        totals[how] = counter.totals(), encoder_alone.totals()
+    (whole, whole_encoder), (cached, cached_encoder) = totals["whole"], totals["mini-batches"]
+    assert cached["model_flops"] == pytest.approx(whole["model_flops"], rel=1e-12)
+    assert cached["real_tokens"] == whole["real_tokens"] > 0
+    assert cached["hardware_flops"] > whole["hardware_flops"]
+    if kind == "simcse":  # both halves as wide as the whole batch: the encoder did exactly one forward more
+        # (SimCSE's MLP head runs once either way, on the whole batch's embeddings)
+        assert cached_encoder["padded_tokens"] == whole_encoder["padded_tokens"]
+        assert cached_encoder["hardware_flops"] == pytest.approx(whole_encoder["hardware_flops"] * 4 / 3, rel=1e-12)

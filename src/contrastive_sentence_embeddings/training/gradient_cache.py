@@ -213,6 +213,19 @@ class GradientCache:
     def _scaled(self, loss: torch.Tensor) -> torch.Tensor:
         return self.scaler.scale(loss) if self.scaler is not None else loss
 
+    def embed_without_graph(self, pieces: list[Batch], device: torch.device) -> tuple[list, list[Encoded]]:
+        """Part 1 of :meth:`step`: each mini-batch's random state and its embeddings,
+        computed without a graph. Part 3 computes them again (the same masks) to
+        back-propagate, so this pass is recomputation: work the device does that a
+        whole-batch step would not (benchmarks count it as hardware, not model, FLOPs)."""
+        states, kept = [], []
+        with torch.no_grad():
+            for piece in pieces:
+                states.append(random_state(device))
+                with self.autocast():
+                    kept.append(self.model.method.encode(self.model, **piece))
+        return states, kept
+
     def step(self, batch: Batch, loss_scale: float = 1.0) -> dict[str, torch.Tensor]:
         """Accumulate the whole batch's gradient of ``loss * loss_scale`` into the
         parameters' ``.grad`` and return the logs the plain forward returns (``loss``
@@ -222,12 +235,7 @@ class GradientCache:
         pieces = batch[MINI_BATCHES] if MINI_BATCHES in batch else split_batch(batch, method.family, self.chunks)
 
         # Part 1: every mini-batch's embeddings without a graph, and its random state.
-        states, kept = [], []
-        with torch.no_grad():
-            for piece in pieces:
-                states.append(random_state(device))
-                with self.autocast():
-                    kept.append(method.encode(model, **piece))
+        states, kept = self.embed_without_graph(pieces, device)
         state_after = random_state(device)
 
         # Part 2: the whole batch's loss on the kept embeddings, as leaves.

@@ -171,7 +171,10 @@ class DeclutrCollate:
     """Builds a DeCLUTR batch from document ids (the trainer's examples). The epoch
     is set by the trainer before each pass over the data (``set_epoch``) and picks
     that epoch's spans; a document with no spans in that epoch (too short for the
-    lengths drawn) is left out of its batch and counted."""
+    lengths drawn) is left out of its batch. The span sampling that left it without
+    spans counted it, with the document and epoch, in its report
+    (``data/08_reporting/data_report/declutr_spans.json``; own documents:
+    ``<method>.spans.json`` there)."""
 
     token_ids: Mapping[str, Sequence[int]]
     spans: Mapping[tuple[int, str], DocumentSpans]
@@ -182,7 +185,6 @@ class DeclutrCollate:
     pad_to_multiple_of: int = 1
     seed: int = 42
     epoch: int = 0
-    skipped: int = 0
 
     def fingerprint(self) -> str:
         """A digest of what the batches are made of (token ids, spans, masking and
@@ -220,7 +222,6 @@ class DeclutrCollate:
         for doc_id in doc_ids:
             document = self.spans.get((self.epoch, doc_id))
             if document is None:
-                self.skipped += 1
                 continue
             tokens = self.token_ids[doc_id]
             for anchor, ((start, end), anchor_positives) in enumerate(zip(document.anchors, document.positives)):

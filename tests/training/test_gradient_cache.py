@@ -281,6 +281,22 @@ def test_the_trainer_logs_and_trains_the_same_with_mini_batches(tokenizer, tiny_
     assert cached.extra["config"]["mini_batch_size"] == 2
 
 
+def test_a_loader_worker_cutting_mini_batches_trains_as_the_loop_alone_does(tokenizer, tiny_bert):
+    """``loader_workers`` is a speed setting: with the batch built and cut into its
+    mini-batches in a worker process, SimCSE (dropout on) trains to the same losses, to
+    the last bit, as with everything in the training process, across an epoch's end."""
+    ids = tokenize_sentences(tokenizer, SENTENCES * 3, 32)
+    curves = {}
+    for workers in (0, 1):
+        torch.manual_seed(0)
+        model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
+        config = TrainingConfig(batch_size=8, mini_batch_size=4, epochs=2, max_steps=len(ids) // 8 + 1, eval_every=0,
+                                log_every=1, device="cpu", loader_workers=workers)
+        curves[workers] = train(model, tokenizer, ids, config).curve
+    assert len(curves[0]) == len(ids) // 8 + 1  # into the second epoch
+    assert curves[1]["loss"].tolist() == curves[0]["loss"].tolist()
+
+
 def test_the_trainer_cuts_mini_batches_as_it_builds_batches_and_a_step_reads_nothing_back(
         tokenizer, tiny_bert, tiny_bert_dir, documents, span_table):  # noqa: F811 - fixtures
     """DeCLUTR in mini-batches through the real loop, along the GPU's path (no CPU

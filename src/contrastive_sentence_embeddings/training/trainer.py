@@ -786,15 +786,16 @@ def train(
     if config.mini_batch_size is not None:  # cut on the host, as the batch is built (gradient_cache.MINI_BATCHES)
         split = functools.partial(presplit_batch, family=model.method.family,
                                   chunks=chunk_count(config.batch_size, config.mini_batch_size))
-    # Loader workers build batches from copies of the collate made when an epoch's pass
-    # starts. Kept between epochs, they would keep the epoch a stateful collate (DeCLUTR's
-    # spans and masks, `set_epoch` below) had when they started: every epoch would train
-    # on the first one's batches. Such a collate gets fresh workers for each epoch.
-    per_epoch_state = hasattr(collate, "set_epoch")
+    # Loader workers are started afresh for every epoch (never persistent), so that they
+    # change nothing but speed: (1) they build batches from copies of the collate made
+    # when they start, and kept between epochs they would keep the epoch a stateful
+    # collate (DeCLUTR's spans and masks, `set_epoch` below) had then: every epoch would
+    # train on the first one's batches; (2) each epoch's pass draws the workers' base
+    # seed from `generator` before the shuffle does, as a pass without workers does,
+    # and a kept worker's pass would not: the order of every later epoch would differ.
     loader = DataLoader(list(range(len(examples))), batch_size=config.batch_size, shuffle=True, drop_last=True,
                         generator=generator, collate_fn=_ExampleCollate(examples, collate, split),
-                        num_workers=config.loader_workers, pin_memory=pin,
-                        persistent_workers=config.loader_workers > 0 and not per_epoch_state)
+                        num_workers=config.loader_workers, pin_memory=pin, persistent_workers=False)
     if config.gradient_checkpointing:
         enable_gradient_checkpointing(model.encoder)
     optimizer = build_optimizer(model, config, accelerator.device)

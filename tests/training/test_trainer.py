@@ -126,10 +126,13 @@ def run(tiny_bert, tokenizer, sentences, **settings):
     return train(model, tokenizer, tokenize_sentences(tokenizer, sentences, 32), config)
 
 
-def test_an_interrupted_run_resumes_where_it_stopped(tiny_bert, tokenizer, sentences, tmp_path, monkeypatch):
+@pytest.mark.parametrize("loader_workers", [0, 1], ids=["in-process", "loader-worker"])
+def test_an_interrupted_run_resumes_where_it_stopped(tiny_bert, tokenizer, sentences, tmp_path, monkeypatch,
+                                                     loader_workers):
     # A row of the curve every 4 steps, a checkpoint every 6: the step-6 checkpoint falls
-    # inside the window of the row at step 8 (steps 5 to 8).
-    settings = dict(max_steps=12, eval_every=6, log_every=4)
+    # inside the window of the row at step 8 (steps 5 to 8). With a loader worker the
+    # resumed run's loader starts mid-epoch in a new worker and must give the same batches.
+    settings = dict(max_steps=12, eval_every=6, log_every=4, loader_workers=loader_workers)
     straight = run(tiny_bert, tokenizer, sentences, **settings)
     checkpoint = tmp_path / "checkpoint"
     # Crash at the 9th optimiser step; the last checkpoint is the one of step 6.

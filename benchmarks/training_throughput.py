@@ -46,9 +46,10 @@ understates the work. **HFU** counts the same formula on the padded shapes (what
 device actually multiplies), and with ``mini_batch_size`` (gradient caching) also
 the graph-free first pass over each mini-batch, which MFU leaves out as
 recomputation (PaLM's definition: the step's model work, whatever the device
-repeats to save memory); tokens/s and the padding share count the step's own passes. The benchmark imports only torch, transformers,
-accelerate, numpy, pandas, pyarrow, scipy and the library's core (no Kedro, datasets,
-spaCy or DVC); the peer needs sentence-transformers and ``datasets``.
+repeats to save memory); tokens/s and the padding share count the step's own
+passes. The benchmark imports only torch, transformers, accelerate, numpy, pandas,
+pyarrow, scipy and the library's core (no Kedro, datasets, spaCy or DVC); the peer
+needs sentence-transformers and ``datasets``.
 """
 
 from __future__ import annotations

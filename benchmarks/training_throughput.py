@@ -107,8 +107,10 @@ ENCODER_CONFIGS = {
              "type_vocab_size": 2},
 }
 # Dense bf16 tensor-core peak, FLOP/s, by device name (NVIDIA datasheets, no sparsity).
-PEAK_BF16 = [("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12), ("GH200", 989.4e12),
-             ("A100", 312e12), ("L40S", 362.05e12), ("L4", 121e12), ("A10G", 70e12), ("A10", 125e12)]
+# Dense bf16 tensor-core peaks (FLOP/s, without sparsity) by a part of the device's name;
+# the longest part a name contains decides (an L40S is not an L4, an A100 not an A10).
+PEAK_BF16 = {"H100": 989.4e12, "H100 PCIe": 756e12, "H100 NVL": 835.5e12, "H200": 989.4e12, "GH200": 989.4e12,
+             "A100": 312e12, "L40S": 362.05e12, "L40": 181.05e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12}
 # The methods and the block each reads (conf/base/parameters_<file>.yml + conf/paper).
 METHODS = {"simcse": "simcse", "imsimcse": "imsimcse", "scd": "scd", "declutr": "declutr", "clsr": "clsr_stsb"}
 PAPER_ENCODER = {"declutr": "roberta-base"}
@@ -313,14 +315,17 @@ def counted_as_recomputation(counter: WorkCounter):
         GradientCache.embed_without_graph = original
 
 
+def stated_peak(name: str) -> float | None:
+    """The dense bf16 peak of the device called ``name`` (``PEAK_BF16``), None if unknown."""
+    known = [key for key in PEAK_BF16 if key in name]
+    return PEAK_BF16[max(known, key=len)] if known else None
+
+
 def peak_flops(device: torch.device) -> tuple[float | None, str]:
     if device.type != "cuda":
         return None, "cpu (no stated bf16 peak: MFU not reported)"
     name = torch.cuda.get_device_name(device)
-    for key, value in PEAK_BF16:
-        if key in name:
-            return value, name
-    return None, name
+    return stated_peak(name), name
 
 
 COMPOSITE_ATTENTION = "scaled_dot_product_attention"  # the public op; it picks one of the kernels below

@@ -301,3 +301,16 @@ def test_gradient_cachings_first_pass_is_hardware_work_not_model_work(kind, toke
         # (SimCSE's MLP head runs once either way, on the whole batch's embeddings)
         assert cached_encoder["padded_tokens"] == whole_encoder["padded_tokens"]
         assert cached_encoder["hardware_flops"] == pytest.approx(whole_encoder["hardware_flops"] * 4 / 3, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989.4e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H100 NVL", 835.5e12),
+    ("NVIDIA H200", 989.4e12), ("NVIDIA GH200 480GB", 989.4e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+    ("NVIDIA L40S", 362.05e12), ("NVIDIA L40", 181.05e12), ("NVIDIA L4", 121e12), ("NVIDIA A10G", 70e12),
+    ("NVIDIA A10", 125e12), ("Tesla T4", None),
+])
+def test_each_gpu_gets_its_own_stated_bf16_peak(name, peak):
+    """MFU's denominator by the name CUDA reports: a name containing another device's
+    name (an L40S contains "L4", an A100 "A10", an H100 NVL "H100") gets its own peak,
+    and an unlisted device none (MFU not reported rather than wrong)."""
+    assert load_script(SCRIPT).stated_peak(name) == peak

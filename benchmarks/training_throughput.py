@@ -106,9 +106,9 @@ ENCODER_CONFIGS = {
              "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 512,
              "type_vocab_size": 2},
 }
-# Dense bf16 tensor-core peak, FLOP/s, by device name (NVIDIA datasheets, no sparsity).
-# Dense bf16 tensor-core peaks (FLOP/s, without sparsity) by a part of the device's name;
-# the longest part a name contains decides (an L40S is not an L4, an A100 not an A10).
+# Dense bf16 tensor-core peaks (FLOP/s; NVIDIA's datasheets, without sparsity) by a part of
+# the device's name; the longest part a name contains decides (an L40S is not an L4, an
+# A100 not an A10).
 PEAK_BF16 = {"H100": 989.4e12, "H100 PCIe": 756e12, "H100 NVL": 835.5e12, "H200": 989.4e12, "GH200": 989.4e12,
              "A100": 312e12, "L40S": 362.05e12, "L40": 181.05e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12}
 # The methods and the block each reads (conf/base/parameters_<file>.yml + conf/paper).
@@ -1023,9 +1023,7 @@ def main() -> None:
     args.training_settings = key_values(parser, "--set", args.settings)
     args.method_settings = key_values(parser, "--method-set", args.method_set)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is visible")
+    device = chosen_device(parser, args.device)
     from transformers import AutoTokenizer
 
     from contrastive_sentence_embeddings.data.raw_file import folder_partitions
@@ -1040,12 +1038,8 @@ def main() -> None:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         parser.error(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
-    peak, device_name = peak_flops(device)
     report = {
-        "command": recorded_command(__file__, sys.argv[1:], PROJECT_ROOT), "git_commit": results_commit(PROJECT_ROOT),
-        "device": device_name, "peak_bf16_flops": peak, "torch": torch.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "python": platform.python_version(), "host": platform.node(),
+        **results_header(__file__, device), "peak_bf16_flops": peak_flops(device)[0], "host": platform.node(),
         "cpu": cpu_description(), "cpu_threads": torch.get_num_threads(), "environment": tuning_environment(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "training_settings": args.training_settings, "method_settings": args.method_settings,
@@ -1115,7 +1109,7 @@ def main() -> None:
         report["simcse_over_peer"] = round(np.mean([r["examples_per_second"] for r in ours])
                                            / np.mean([r["examples_per_second"] for r in peers]), 3)
     save()
-    print(f"\n{device_name}, torch {torch.__version__}, commit {report['git_commit']}\n")
+    print(f"\n{report['device']}, torch {torch.__version__}, commit {report['git_commit']}\n")
     print(markdown(report["rows"] + report["peer"], MAIN_COLUMNS))
     if report["ablation"]:
         print()

@@ -60,4 +60,12 @@ def cli() -> None:
     """The project's commands (they override Kedro's of the same name)."""
 
 
-cli.add_command(_with_params_splitting(kedro_run), name="run")
+# Kedro's ``find_run_command`` (what ``contrastive-sentence-embeddings`` and ``python -m
+# contrastive_sentence_embeddings`` call) reads the module's ``run``; ``kedro run`` reads
+# the group's: one command object serves both.
+run = _with_params_splitting(kedro_run)
+run.epilog = (
+    "The console script also ranks DVC's experiments: "
+    "contrastive-sentence-embeddings experiments --help."
+)
+cli.add_command(run, name="run")

@@ -1,0 +1,42 @@
+"""The console script and ``python -m``: ``--help`` prints the run command's options
+(Kedro's ``find_run_command`` reads ``cli.run``; without it both crashed with an
+AttributeError), names the ``experiments`` subcommand, and ``experiments --help`` works."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVIRONMENT = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1"}
+SCRIPT = shutil.which("contrastive-sentence-embeddings", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.parametrize("command", [[SCRIPT], [sys.executable, "-m", "contrastive_sentence_embeddings"]],
+                         ids=["console-script", "python-m"])
+def test_help_lists_the_run_options_and_the_experiments_command(command):
+    assert command[0], "the console script is not installed beside this Python"
+    done = subprocess.run([*command, "--help"], cwd=ROOT, env=ENVIRONMENT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    for option in ("--pipelines", "--params", "--env"):
+        assert option in done.stdout
+    assert "experiments --help" in done.stdout.replace("-\n  ", "-").replace("\n  ", " ")
+
+
+def test_experiments_help():
+    done = subprocess.run([SCRIPT, "experiments", "--help"], cwd=ROOT, env=ENVIRONMENT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage: contrastive-sentence-embeddings experiments")
+
+
+def test_kedro_run_and_the_console_script_are_one_command():
+    from contrastive_sentence_embeddings import cli
+
+    assert cli.cli.commands["run"] is cli.run

@@ -143,3 +143,23 @@ def test_dev_scorer_on_real_dev_sets(sts_partitions):
     assert len(calls) == 1 and calls[0] == len(set(scorer.sentences))  # each sentence encoded once
     assert abs(scores["stsb_dev"]) < 10  # random embeddings: no correlation
     assert scores["dev_avg"] == pytest.approx((scores["stsb_dev"] + scores["sickr_dev"]) / 2)
+
+
+def test_unscored_pairs_are_logged_as_the_files_layout_not_as_lost_rows(caplog, tmp_path):
+    """The 13,497 pairs STS12-16 list without a gold score are counted in the report as
+    before, and the log says why they are left out instead of calling them dropped."""
+    import logging
+
+    from contrastive_sentence_embeddings.data.report import StepReport
+
+    report = StepReport("evaluation_data", rows_in=5, rows_out=2)
+    report.drop("unscored pair", 2, where="STS.gs.x.txt:2")
+    report.drop("gold score is not a number", where="STS.gs.x.txt:4")
+    with caplog.at_level(logging.INFO):
+        report.log(logging.getLogger("tests.sts_report"))
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[0] == "evaluation_data: 5 rows in, 2 rows out, 1 dropped, 2 left out by design"
+    assert any(line.startswith("evaluation_data: left out 2 (unscored pair: the STS files list pairs without a gold "
+                               "score") and "not a fault" in line for line in lines)
+    assert "evaluation_data: dropped 1 (gold score is not a number), e.g. STS.gs.x.txt:4" in lines
+    assert report.to_dict()["dropped"] == {"gold score is not a number": 1, "unscored pair": 2}

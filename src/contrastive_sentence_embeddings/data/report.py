@@ -15,6 +15,11 @@ from typing import Any
 
 # How many example locations ("file:line") are kept per drop reason.
 MAX_EXAMPLES_PER_REASON = 5
+# Drop reasons that are the data's own layout, not a fault of the input: the log says
+# why beside the count, so that the count does not read as lost rows.
+BY_DESIGN = {
+    "unscored pair": "the STS files list pairs without a gold score; no benchmark scores them, as in SentEval",
+}
 
 
 class BadInputError(ValueError):
@@ -108,15 +113,21 @@ class StepReport:
         }
 
     def log(self, logger: logging.Logger) -> None:
+        by_design = sum(count for reason, count in self.dropped.items() if reason in BY_DESIGN)
         logger.info(
-            "%s: %d rows in, %d rows out, %d dropped",
+            "%s: %d rows in, %d rows out, %d dropped%s",
             self.step,
             self.rows_in,
             self.rows_out,
-            self.rows_dropped,
+            self.rows_dropped - by_design,
+            f", {by_design} left out by design" if by_design else "",
         )
         for reason, count in sorted(self.dropped.items()):
             where = self.examples.get(reason)
+            if reason in BY_DESIGN:
+                logger.info("%s: left out %d (%s: %s, not a fault)%s", self.step, count, reason, BY_DESIGN[reason],
+                            f", e.g. {', '.join(where)}" if where else "")
+                continue
             logger.info(
                 "%s: dropped %d (%s)%s",
                 self.step,

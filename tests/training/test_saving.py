@@ -186,3 +186,17 @@ def test_metadata_must_agree_on_the_pooling(tmp_path, tiny_bert, tokenizer):
     with pytest.raises(ValueError, match="pooling"):
         save_sentence_encoder(tmp_path / "model", tiny_bert, tokenizer, "avg", {})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_file_of_the_folder_has_the_mode_a_new_file_gets(saved):
+    """The weights came out 0600 beside 0644 files: a folder shared with a group had
+    everything readable but the model."""
+    import os
+    import stat
+
+    folder, _ = saved
+    mask = os.umask(0)
+    os.umask(mask)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in folder.rglob("*") if path.is_file()}
+    assert "model.safetensors" in modes
+    assert set(modes.values()) == {0o666 & ~mask}, modes

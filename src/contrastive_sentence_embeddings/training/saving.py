@@ -170,6 +170,7 @@ def save_sentence_encoder(
                 raise RuntimeError(f"{type(model).__name__}.save_pretrained wrote no safetensors weights")
             tokenizer.save_pretrained(staging)
             _write_sentence_transformers_files(staging, model.config, pooling, max_seq_length, normalize, steps)
+            _permissions_as_created(staging)
             # What this save wrote (the folder's entries): all a stale model's removal may delete;
             # the weights' fingerprint, computed once here so that comparing a metrics record with
             # this model reads no weights; and the models this folder held before, so that their
@@ -187,6 +188,18 @@ def save_sentence_encoder(
     logger.info("encoder saved to %s (pooling %s%s)", output_dir, pooling,
                 f", then {len(steps)} dense layer(s)" if steps else "")
     return output_dir
+
+
+def _permissions_as_created(folder: Path) -> None:
+    """Every file under ``folder`` with the mode a file created here gets (0666 less the
+    umask): the weights file came out 0600 (the library writes it through a private
+    temporary file), so a model folder shared with a group or served read-only had
+    every file readable but its weights."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~mask)
 
 
 def library_versions() -> dict[str, str | None]:

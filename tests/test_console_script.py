@@ -40,3 +40,21 @@ def test_kedro_run_and_the_console_script_are_one_command():
     from contrastive_sentence_embeddings import cli
 
     assert cli.cli.commands["run"] is cli.run
+
+
+def test_a_known_failure_is_found_behind_kedro_s_wrapping_and_others_are_not():
+    from kedro.io import DatasetError
+
+    from contrastive_sentence_embeddings.cli import known_failure
+    from contrastive_sentence_embeddings.data.raw_sources import RawDataUnavailable
+
+    cause = RawDataUnavailable("Raw source 'sts': the Hub could not be reached; add --params raw_data.mode=mirror")
+    try:
+        try:
+            raise cause
+        except RawDataUnavailable as error:
+            raise DatasetError("Failed while loading data from dataset raw_sts") from error
+    except DatasetError as wrapped:
+        assert known_failure(wrapped) is cause
+    assert known_failure(KeyError("a bug")) is None
+    assert known_failure(ZeroDivisionError()) is None

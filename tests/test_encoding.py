@@ -86,3 +86,27 @@ def test_pooling_declared_by_a_saved_model(tmp_path):
 def test_the_packaged_default_encoder_declares_mean_pooling():
     encoder = SentenceEncoder.load("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
     assert encoder.pooling == "mean" and encoder.model.config.hidden_size == 384
+
+
+@pytest.mark.parametrize("case", ["missing folder", "not a model", "hub unreachable"])
+def test_an_encoder_that_cannot_be_loaded_is_one_message_naming_the_parameter(case, tmp_path, monkeypatch):
+    """Each way an `encoder` value fails to load (a folder that is not there, a folder
+    without a model, a Hub id neither cached nor reachable) is EncoderUnavailable with
+    what went wrong and what to set; the library's error is chained, not shown."""
+    import huggingface_hub.constants
+
+    from contrastive_sentence_embeddings.encoders import EncoderUnavailable
+    from contrastive_sentence_embeddings.training.run import load_pretrained
+
+    name = {"missing folder": str(tmp_path / "nothing_here"), "not a model": str(tmp_path),
+            "hub unreachable": "some-owner/a-model-never-cached"}[case]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # as on a machine without network
+    expected = {"missing folder": "no such folder", "not a model": f"the folder {tmp_path} is not a loadable model",
+                "hub unreachable": "not in this machine's Hugging Face cache and the Hub cannot be reached"}[case]
+    for load in (lambda: SentenceEncoder.load(name, "mean"), lambda: load_pretrained(name)):
+        with pytest.raises(EncoderUnavailable) as caught:
+            load()
+        message = str(caught.value)
+        assert message.startswith(f"encoder {name!r}: {expected}"), message
+        assert "set the `encoder` parameter" in message and "\n" not in message
+        assert isinstance(caught.value.__cause__, (OSError, ValueError))

@@ -112,16 +112,49 @@ def test_a_terminal_gets_rich_and_keeps_a_message_s_brackets(tmp_path, scratch_r
     assert "[rank 0] dev stsb 81.2" in shown  # rich markup would take "[rank 0]" for a style
 
 
-def test_kedro_run_in_a_pipe_logs_one_line_per_record(tmp_path):
-    """``kedro run`` with its output piped: every line of the console and of
-    logs/kedro.log is a record (time, level, logger), a multi-line report included."""
-    environment = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1"}
+@pytest.fixture(scope="module")
+def failed_run(tmp_path_factory, mirror_dir):
+    """``kedro run --pipelines=baseline --params encoder=<a folder that is not there>``
+    with its output piped, in a scratch copy of the project (conf/, params.yaml)."""
+    import shutil
+
+    from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
+
+    project = tmp_path_factory.mktemp("project")
+    shutil.copy(ROOT / "pyproject.toml", project)
+    shutil.copy(ROOT / "params.yaml", project)
+    shutil.copytree(ROOT / "conf", project / "conf", ignore=shutil.ignore_patterns("local"))
+    (project / "conf" / "local").mkdir()
+    (project / "src").mkdir()
+    environment = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1",
+                   MIRROR_ENV_VAR: str(mirror_dir)}
+    missing = project / "no_such_model"
     done = subprocess.run([Path(sys.executable).parent / "kedro", "run", "--pipelines=baseline", "--params",
-                           f"encoder={tmp_path / 'no_such_model'}"],
-                          cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
-    assert done.returncode != 0
+                           f"encoder={missing}"],
+                          cwd=project, env=environment, capture_output=True, text=True, timeout=600)
+    return project, missing, done
+
+
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ")
+
+
+def test_kedro_run_in_a_pipe_logs_one_line_per_record(failed_run):
+    """Every line of the console and of logs/kedro.log is a record (time, level,
+    logger), multi-line reports and the traceback included."""
+    project, _, done = failed_run
     records = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(records) > 10
-    stamp = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: "
-    assert all(re.match(stamp, line) for line in records), [line for line in records if not re.match(stamp, line)][:3]
-    assert any("evaluation_data: dropped" in line for line in records)
+    assert all(STAMP.match(line) for line in records), [line for line in records if not STAMP.match(line)][:3]
+    assert any("evaluation_data: left out 13497 (unscored pair" in line for line in records)
+    run_log = (project / "logs" / "kedro.log").read_text(encoding="utf-8").splitlines()
+    assert all(STAMP.match(line) for line in run_log)
+    assert any("Traceback (most recent call last)" in line for line in run_log)
+
+
+def test_an_encoder_that_is_not_there_is_one_message_naming_the_parameter(failed_run):
+    project, missing, done = failed_run
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stderr.startswith(f"Error: encoder '{missing}': no such folder; set the `encoder` parameter"), \
+        done.stderr[-3000:]
+    assert f"(the traceback is in {project / 'logs' / 'kedro.log'})" in done.stderr

@@ -17,11 +17,29 @@ list, ``{a: 1}`` a mapping); a nested key is written with dots. Quote the whole
 from __future__ import annotations
 
 import copy
+import functools
+import logging
 
 import click
 from kedro.framework.cli.project import run as kedro_run
 
 from contrastive_sentence_embeddings.config import ParameterError, parse_params_text
+from contrastive_sentence_embeddings.data.own_data import SourceError
+from contrastive_sentence_embeddings.data.raw_sources import RawDataUnavailable, RawSourceChanged
+from contrastive_sentence_embeddings.data.report import BadInputError
+from contrastive_sentence_embeddings.data.sts_hub import HubLayoutError
+from contrastive_sentence_embeddings.encoders import EncoderUnavailable
+from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
+from contrastive_sentence_embeddings.log_handlers import RUN_LOG
+from contrastive_sentence_embeddings.run_locks import LockHeld
+from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
+from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointError
+
+# Failures whose message already names the file or parameter and the fix: the user gets
+# that message alone, the traceback goes to the run log (logs/kedro.log).
+KNOWN_FAILURES = (EncoderUnavailable, RawDataUnavailable, RawSourceChanged, ParameterError, BadInputError,
+                  SourceError, HubLayoutError, LockHeld, LauncherRunRefused, NoSpaceLeftError,
+                  CorruptCheckpointError)
 
 PARAMS_HELP = (
     "Parameters for this run, over conf/ and params.yaml: comma-separated key=value items, "
@@ -41,10 +59,54 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
         raise click.BadParameter(str(error).removeprefix("--params: "), ctx=ctx, param=param) from None
 
 
+def known_failure(error: BaseException) -> BaseException | None:
+    """``error`` or the first exception it was raised from (or during) that is one of
+    :data:`KNOWN_FAILURES` (Kedro wraps a data set's error in its own)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KNOWN_FAILURES) and not isinstance(error, click.ClickException):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _traceback_to_run_log(error: BaseException) -> str | None:
+    """Write ``error``'s traceback to the run log alone (not the console); its path,
+    or None where no run log is set up."""
+    handler = next((h for h in logging.getLogger().handlers if h.get_name() == RUN_LOG), None)
+    if handler is None:
+        return None
+    record = logging.getLogger(__name__).makeRecord(
+        __name__, logging.ERROR, __file__, 0, "the run stopped: %s", (error,),
+        (type(error), error, error.__traceback__))
+    handler.handle(record)
+    return handler.baseFilename
+
+
+def explaining_known_failures(callback):
+    """The run command's callback, a known failure said in one message (click's
+    ``Error: ...``, exit code 1) instead of a traceback."""
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except Exception as error:
+            known = known_failure(error)
+            if known is None:
+                raise
+            log = _traceback_to_run_log(error)
+            raise click.ClickException(str(known) + (f"\n(the traceback is in {log})" if log else "")) from None
+
+    return run
+
+
 def _with_params_splitting(command: click.Command) -> click.Command:
     """A shallow copy of ``command`` whose ``--params`` option splits with
-    :func:`split_params`; every other option, and the command's callback, are Kedro's."""
+    :func:`split_params` and whose callback says a known failure in one message
+    (:func:`explaining_known_failures`); every other option is Kedro's."""
     ours = copy.copy(command)
+    ours.callback = explaining_known_failures(command.callback)
     ours.params = []
     for option in command.params:
         if option.name == "params":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
-from contrastive_sentence_embeddings.encoders import resolve_encoder
+from contrastive_sentence_embeddings.encoders import explained_encoder_failure, resolve_encoder
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
@@ -44,7 +44,8 @@ def load_pretrained(name: str):
     from transformers import AutoModel, AutoTokenizer
 
     source = resolve_encoder(name)
-    return AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
+    with explained_encoder_failure(name, source):
+        return AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
 
 
 def method_block(block: Mapping | MethodBlock, where: str = "method") -> MethodBlock:

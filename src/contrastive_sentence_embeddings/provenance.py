@@ -305,6 +305,75 @@ def tuning_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
             for name in sorted(environ) if is_tuning_variable(name)}
 
 
+# --- the machine and libraries ------------------------------------------------------------
+# The libraries whose version can change a score (kernels, tokenisation, data reading).
+RECORDED_LIBRARIES = ("torch", "transformers", "tokenizers", "accelerate", "datasets", "sentence-transformers",
+                      "numpy", "scipy", "scikit-learn")
+# The CPU features that decide which kernels torch, oneDNN and MKL run (and so the
+# rounding of every score computed on a CPU).
+RECORDED_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve")
+
+
+def library_versions(names: Iterable[str] = RECORDED_LIBRARIES) -> dict[str, str | None]:
+    """Python's version and each library's installed version (None: not installed)."""
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def machine_record() -> dict:
+    """The hardware a result was computed on: the CPU (model name, architecture, the
+    instruction-set flags that pick kernels) and, where torch sees one, the GPU (name,
+    count, CUDA and cuDNN versions). The same code and data give scores that differ in
+    the second decimal between an Intel Xeon with AMX and an AMD EPYC without."""
+    import torch
+
+    fields = cpu_fields() or {}
+    flags = set(fields.get("flags", fields.get("Features", "")).split())
+    record: dict = {"cpu": fields.get("model name") or platform.processor() or platform.machine(),
+                    "architecture": platform.machine(),
+                    "cpu_flags": [flag for flag in RECORDED_CPU_FLAGS if flag in flags],
+                    "gpu": None}
+    if torch.cuda.is_available():
+        record["gpu"] = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
+                         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+    return record
+
+
+def environment_record() -> dict:
+    """``{"machine": machine_record(), "libraries": library_versions()}``: what, besides
+    code, parameters and data, decides the last digits of a result."""
+    return {"machine": machine_record(), "libraries": library_versions()}
+
+
+def environment_label(record: Mapping | None) -> str:
+    """One line naming an environment record, as a table's legend shows it: the CPU
+    and its kernel-deciding features, the GPU if any, torch and transformers."""
+    if not record:
+        return "not recorded (written before records named their machine)"
+    machine, libraries = record.get("machine") or {}, record.get("libraries") or {}
+    features = {"avx512f": "AVX-512", "amx_tile": "AMX", "avx2": "AVX2", "sve": "SVE", "asimd": "NEON"}
+    flags = [label for flag, label in features.items() if flag in (machine.get("cpu_flags") or [])]
+    if "AVX-512" in flags and "AVX2" in flags:
+        flags.remove("AVX2")
+    text = f"{machine.get('cpu') or 'unknown CPU'} ({', '.join(flags) or 'no AVX2'})"
+    if machine.get("gpu"):
+        gpu = machine["gpu"]
+        text += f", {gpu.get('name')} (CUDA {gpu.get('cuda')}, cuDNN {gpu.get('cudnn')})"
+    return text + f", torch {libraries.get('torch')}, transformers {libraries.get('transformers')}"
+
+
+def environment_key(record: Mapping | None) -> str:
+    """A short hash naming an environment record: equal records, equal keys."""
+    return short(sha256_of(record)) if record else ""
+
+
 def code_version(root: Path | str | None = None) -> dict:
     """The code a result came from: git commit, dirty, and the package's ``source_hash``."""
     return {**git_state(root), "source_hash": source_hash()}
@@ -343,7 +412,8 @@ def training_provenance(block: Mapping, encoder: str, data: Mapping[str, Mapping
         "config_hash": config_hash(block),
         "seed": (block.get("training") or {}).get("seed"),
         "encoder": encoder,
-        "training": {"code": code_version(), "data": dict(data), "trained_at": utc_now()},
+        "training": {"code": code_version(), "data": dict(data), "trained_at": utc_now(),
+                     "environment": environment_record()},
     }
 
 
@@ -358,18 +428,23 @@ def evaluation_settings_record(settings) -> dict:
 
 def record_provenance(trained: Mapping | None, *, baseline: bool, encoder: str | None, pooling: str,
                       model_path: str, model_fingerprint: str, settings, scored_on: Mapping, evaluated_at: str,
-                      code: Mapping | None = None, execution: Mapping | None = None) -> dict:
+                      code: Mapping | None = None, execution: Mapping | None = None,
+                      environment: Mapping | None = None) -> dict:
     """A metrics record's ``provenance``: the model's training side (``trained``: the
     ``provenance`` of its metadata; a model trained before models recorded it has
     none, and its parameters are then unknown), or for the untrained encoder
     (``baseline``) the encoder and pooling as its parameters; then the scoring: code,
     data, settings, time, how the encodings ran (``execution``: device, precision,
     batch size, attention kernels; outside ``settings_hash``, since they change only
-    the rounding), and the model scored (project-relative ``path`` and ``fingerprint``)."""
+    the rounding), the machine and library versions (``environment``:
+    :func:`environment_record`; also outside every hash: another machine's scores are
+    marked where compared, not made stale), and the model scored (project-relative
+    ``path`` and ``fingerprint``)."""
     recorded = evaluation_settings_record(settings)
     evaluation = {"code": dict(code or code_version()), "data": dict(scored_on), "settings": recorded,
                   "settings_hash": sha256_of(recorded), "evaluated_at": evaluated_at,
-                  **({"execution": dict(execution)} if execution is not None else {})}
+                  **({"execution": dict(execution)} if execution is not None else {}),
+                  "environment": dict(environment or environment_record())}
     model = {"path": model_path, "fingerprint": model_fingerprint}
     if baseline:
         parameters = baseline_parameters(encoder, pooling)

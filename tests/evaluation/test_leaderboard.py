@@ -525,7 +525,8 @@ def test_the_csv_keeps_its_columns_and_adds_status_and_reasons(checkout):
     csv = leaderboard.csv_table(table)
     first = ["model", "method", "base_encoder", "pooling", "seed", "evaluated_at", *leaderboard.STS_COLUMNS]
     assert list(csv.columns[:len(first)]) == first
-    assert list(csv.columns[-8:]) == [*leaderboard.STATUS_COLUMNS, *leaderboard.NOTE_COLUMNS]
+    later = [*leaderboard.STATUS_COLUMNS, *leaderboard.NOTE_COLUMNS]
+    assert list(csv.columns[-len(later):]) == later
     assert pd.api.types.is_float_dtype(csv["sts_avg"]) and pd.api.types.is_float_dtype(csv["delta_vs_base"])
     rows = csv.set_index("model")
     assert rows.loc["simcse.seed42", "params_hash"] == provenance.short(
@@ -579,3 +580,76 @@ def test_the_figure_marks_carried_points(checkout):
     hollow = [c for c in axis.collections if len(c.get_offsets()) and not c.get_facecolors().any()]
     assert sorted(map(tuple, (offset for c in hollow for offset in c.get_offsets()))) == [(-2.4, 0.25), (-1.0, 0.1)]
     assert "hollow: carried" in axis.get_title()
+
+
+# --- which checkout and which machine -----------------------------------------------------
+AMD = {"machine": {"cpu": "AMD EPYC 9R14", "architecture": "x86_64", "cpu_flags": ["avx2", "avx512f"], "gpu": None},
+       "libraries": {"torch": "2.13.0+cpu", "transformers": "5.24.0"}}
+
+
+def on_machine(record, environment):
+    """``record`` as if scored on ``environment`` (its evaluation side's record)."""
+    record = json.loads(json.dumps(record))
+    record["provenance"]["evaluation"]["environment"] = environment
+    return record
+
+
+def test_every_new_record_names_its_machine_and_library_versions(checkout):
+    """Both sides of a record say what computed them: the evaluation's environment, and
+    (through the model's metadata) the training's."""
+    from contrastive_sentence_embeddings import provenance
+
+    _, runs = checkout
+    environment = runs["simcse.seed42"]["provenance"]["evaluation"]["environment"]
+    assert environment == provenance.environment_record()
+    assert environment["machine"]["cpu"] and environment["machine"]["architecture"]
+    assert set(environment["machine"]["cpu_flags"]) <= set(provenance.RECORDED_CPU_FLAGS)
+    for library in ("torch", "transformers", "accelerate", "datasets", "sentence-transformers", "python"):
+        assert environment["libraries"][library], library
+    trained = provenance.training_provenance({"kind": "simcse", "training": {"seed": 1}}, "enc", {})
+    assert trained["training"]["environment"] == provenance.environment_record()
+
+
+def test_rows_of_two_machines_are_marked_and_their_comparison_says_so(checkout):
+    tmp_path, runs = checkout
+    base = record("baseline-cls", 70.0, "sentence-transformers/all-MiniLM-L6-v2", "base-print")
+    here = runs["simcse.seed42"]
+    rows = {"baseline-cls": on_machine(base, AMD), "simcse.seed42": here}
+    table = leaderboard.metrics_table(rows)
+    keys = dict(zip(table["model"], table["environment"]))
+    assert keys["simcse.seed42"] != keys["baseline-cls"] and all(keys.values())
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    gold = {"sts12": rng.uniform(0, 5, 200)}
+    pairs = {name: pair_predictions(rng, gold, 0.5) for name in rows}
+    table = leaderboard.add_significance(leaderboard.add_uncertainty(table, rows), rows, pairs, n_resamples=50)
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=rows)
+    lines = markdown.splitlines()
+    shown = {}  # each model's cells in the first table that shows it, by column
+    for start in [i for i, line in enumerate(lines) if line.startswith("| model |")]:
+        header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+        for line in lines[start + 2:lines.index("", start)]:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            shown.setdefault(cells[0], dict(zip(header, cells)))
+    assert shown["baseline-cls"]["env"] == "E1" and shown["simcse.seed42"]["env"] == "E2"
+    assert any(line.startswith("- E1: AMD EPYC 9R14 (AVX-512), torch 2.13.0+cpu") for line in lines)
+    assert "base scored in another env" in shown["simcse.seed42"]["vs base"]
+
+
+def test_one_machine_is_named_once_and_the_page_says_which_checkout_built_it(checkout):
+    from contrastive_sentence_embeddings import provenance
+
+    _, runs = checkout
+    rows = {name: runs[name] for name in ("simcse.seed42", "simcse.seed43")}
+    table = leaderboard.metrics_table(rows)
+    built = {"commit": "0123456789abcdef", "dirty": True, "environment": AMD, "built_at": "2027-01-02T03:04:05+00:00"}
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=rows,
+                                                built=built)
+    assert ("This page describes the checkout that built it: commit 0123456789ab with uncommitted changes in src/ "
+            "or conf/, on AMD EPYC 9R14 (AVX-512), torch 2.13.0+cpu, transformers 5.24.0, at 2027-01-02 03:04 UTC."
+            in markdown)
+    assert "rebuild it with `kedro run --pipelines=leaderboard`" in markdown
+    label = provenance.environment_label(provenance.environment_record())
+    assert f"Every score here was computed on one environment: {label}." in markdown
+    assert "| env |" not in markdown

@@ -50,9 +50,9 @@ HEADERS = {
 }
 # Columns added after the first releases of leaderboard.csv: written after all the others,
 # so that readers of the older columns find them where they were.
-STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty"]
+STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty", "environment"]
 NOTE_COLUMNS = ["vs_base_note", "transfer_note"]
-HEADERS.update({"status_reason": "why", "vs_base_note": "vs base", "transfer_note": "note"})
+HEADERS.update({"status_reason": "why", "vs_base_note": "vs base", "transfer_note": "note", "env_label": "env"})
 # Metrics files written before results carried a time sort before every dated one.
 _UNDATED = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -371,7 +371,70 @@ def provenance_columns(metrics: Mapping) -> dict:
     dirty = code.get("dirty")
     return {"status": metrics.get("status", ""), "status_reason": metrics.get("status_reason", ""),
             "params_hash": provenance.short(parameters_hash), "source_hash": provenance.short(code.get("source_hash")),
-            "commit": provenance.short(code.get("commit")), "dirty": "" if dirty is None else str(bool(dirty)).lower()}
+            "commit": provenance.short(code.get("commit")), "dirty": "" if dirty is None else str(bool(dirty)).lower(),
+            "environment": record_environments(metrics)}
+
+
+def record_environments(metrics: Mapping) -> str:
+    """The key (``provenance.environment_key``) of the machine and libraries a record's
+    scores were computed with; for a summary over seeds, each run's distinct key joined
+    by ``+``; ``""`` for a record written before records named them."""
+    record_provenance = metrics.get("provenance") or {}
+    sources = list((record_provenance.get("runs") or {}).values()) or [record_provenance]
+    keys = [provenance.environment_key(((source or {}).get("evaluation") or {}).get("environment"))
+            for source in sources]
+    return "+".join(dict.fromkeys(keys)) if all(keys) else ""
+
+
+def environments_of(metrics_by_model: Mapping[str, Mapping]) -> dict[str, Mapping]:
+    """Every environment record the records hold (each run's for a seed summary), by key."""
+    found: dict[str, Mapping] = {}
+    for metrics in metrics_by_model.values():
+        record_provenance = metrics.get("provenance") or {}
+        for source in list((record_provenance.get("runs") or {}).values()) or [record_provenance]:
+            environment = ((source or {}).get("evaluation") or {}).get("environment")
+            if environment:
+                found.setdefault(provenance.environment_key(environment), environment)
+    return found
+
+
+def environment_labels(table: pd.DataFrame) -> dict[str, str]:
+    """``E1``, ``E2``, ... for the environment keys of ``table``'s rows, in order of
+    first appearance (a seed summary's ``a+b`` counts each part)."""
+    labels: dict[str, str] = {}
+    for keys in table["environment"] if "environment" in table else []:
+        for key in str(keys or "").split("+"):
+            if key and key not in labels:
+                labels[key] = f"E{len(labels) + 1}"
+    return labels
+
+
+def environment_lines(table: pd.DataFrame, environments: Mapping[str, Mapping]) -> tuple[list[str], dict[str, str]]:
+    """The page's lines on where its scores were computed, and the label of each key
+    for the ``env`` column (empty when every row shares one environment, which the
+    lines then name). Scores of one commit differ in the second decimal between
+    machines (an Intel Xeon with AMX against an AMD EPYC without: docs/evaluation.md),
+    so rows of different environments are never silently compared."""
+    labels = environment_labels(table)
+    unrecorded = table["environment"].eq("").sum() if "environment" in table else len(table)
+    if not labels:
+        return ["No row records the machine and libraries it was scored on (written before records named "
+                "them).", ""], {}
+    if len(labels) == 1 and not unrecorded:
+        (key,) = labels
+        return [f"Every score here was computed on one environment: {provenance.environment_label(environments.get(key))}.",
+                ""], {}
+    lines = ["Rows were scored on different machines or library versions (`env`); scores of one commit differ "
+             "in the last digits between machines, so compare rows of one `env` (`vs base` tests a row against "
+             "a base scored on another and says so):", ""]
+    lines += [f"- {label}: {provenance.environment_label(environments.get(key))}" for key, label in labels.items()]
+    if unrecorded:
+        lines.append("- (empty): not recorded (written before records named their machine)")
+    return [*lines, ""], labels
+
+
+def environment_cell(keys: str, labels: Mapping[str, str]) -> str:
+    return "+".join(labels.get(key, key) for key in str(keys or "").split("+") if key)
 
 
 def csv_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -452,9 +515,29 @@ def status_cell(status, reason) -> str:
     return f"{status}: {reason}" if status and reason else status
 
 
+def built_by_line(built: Mapping) -> str:
+    """The page's first line after its title: the checkout it describes (commit, whether
+    src/ or conf/ had uncommitted changes, the machine, the time). A committed page is
+    read in other checkouts, where the models behind its ``current`` rows may be absent."""
+    commit = str(built.get("commit") or provenance.UNKNOWN)
+    dirty = {True: " with uncommitted changes in src/ or conf/", False: "", None: ""}[built.get("dirty")]
+    return (f"This page describes the checkout that built it: commit {commit[:SHORT_COMMIT]}{dirty}, on "
+            f"{provenance.environment_label(built.get('environment'))}, at {_minutes(built.get('built_at'))} UTC. "
+            "Its statuses are that checkout's: in another (a fresh clone has no trained model), rebuild it with "
+            "`kedro run --pipelines=leaderboard` (seconds) before reading them.")
+
+
+SHORT_COMMIT = 12
+
+
+def build_record() -> dict:
+    """What :func:`built_by_line` says of this checkout, now."""
+    return {**provenance.git_state(), "environment": provenance.environment_record(), "built_at": provenance.utc_now()}
+
+
 def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: float = 0.05,
                          examples_budget: int | None = None, metrics_by_model: Mapping[str, Mapping] | None = None,
-                         baseline_poolings: Sequence[str] | None = None) -> str:
+                         baseline_poolings: Sequence[str] | None = None, built: Mapping | None = None) -> str:
     """The leaderboard page. This checkout's rows (current and stale) fill the tables;
     carried rows have their own section at the end. With ``metrics_by_model`` (the
     records of the rows), "Each seed's run" lists the runs each seed summary averaged,
@@ -471,6 +554,10 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     table = table.copy()
     if statuses:
         table["status"] = [status_cell(s, r) for s, r in zip(table["status"], table["status_reason"])]
+    environment_text, env_labels = environment_lines(table, environments_of(metrics_by_model or {}))
+    if env_labels:
+        identity = [*identity, "env_label"]
+        table["env_label"] = [environment_cell(keys, env_labels) for keys in table["environment"]]
     carried = table[gone]
     table = table[~gone]
     status = ["status"] if statuses else []
@@ -489,8 +576,11 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
         "Written by the `leaderboard` node from `data/08_reporting/metrics/*.json`; do not edit by hand.",
         "",
     ]
+    if built is not None:
+        parts += [built_by_line(built), ""]
     if statuses:
         parts += [STATUS_TEXT, ""]
+    parts += environment_text
     parts += ["## STS (Spearman x 100, SentEval \"all\" setting)", ""]
     if examples_budget is not None:
         parts += [f"Trained rows filtered to an equal budget of {examples_budget:,} training examples seen.", ""]
@@ -748,13 +838,20 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
                                                  n_resamples=n_resamples, seed=seed))
         deltas.append(float(np.mean([test.difference for test in tests])))
         p_values.append(float(max(test.p_value for test in tests)))
-        notes.append("")
+        base_environment = table.loc[table["model"] == base, "environment"] if "environment" in table else None
+        other = (base_environment is not None and not base_environment.empty
+                 and getattr(row, "environment", "") != base_environment.iloc[0])
+        notes.append(OTHER_ENVIRONMENT if other else "")
     table = table.copy()
     table["delta_vs_base"] = deltas
     table["p_vs_base"] = p_values
     table["significant"] = [bool(p < alpha) if not math.isnan(p) else None for p in p_values]
     table["vs_base_note"] = notes
     return table
+
+
+# A `vs base` test whose row and base were scored on different machines or libraries.
+OTHER_ENVIRONMENT = "base scored in another env"
 
 
 def _why_no_test(row, carried: bool, base: str | None, missing_runs: Sequence[str], pairs: Mapping) -> str:
@@ -855,7 +952,8 @@ def uncertainty_view(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     if "p_vs_base" in view:
         notes = view["vs_base_note"] if "vs_base_note" in view else pd.Series("", index=view.index)
         view["vs base"] = [
-            str(note or "") if math.isnan(p) else f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'})"
+            str(note or "") if math.isnan(p) else
+            f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'}{'; ' + note if note else ''})"
             for delta, p, note in zip(view["delta_vs_base"], view["p_vs_base"], notes)
         ]
     return view

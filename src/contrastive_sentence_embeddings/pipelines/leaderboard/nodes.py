@@ -46,7 +46,8 @@ def build_leaderboard(
     table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget),
                                            today.baseline_transfer_poolings)
     markdown = leaderboard.leaderboard_markdown(table, leaderboard.reported_table(reported), config.alpha,
-                                                config.examples_budget, metrics, today.baseline_transfer_poolings)
+                                                config.examples_budget, metrics, today.baseline_transfer_poolings,
+                                                built=leaderboard.build_record())
     figure = leaderboard.alignment_uniformity_figure(table)
     summary_logger.info("leaderboard (data/08_reporting/leaderboard.md): %s",
                         leaderboard.summary_text(table, alpha=config.alpha))

@@ -38,6 +38,9 @@ from contrastive_sentence_embeddings.training.run import TrainedEncoder
 from tests.helpers import PROJECT_ROOT, assert_card_states_the_metrics
 
 TASKS = [key for key, _, _ in STS_BENCHMARKS]
+# The card node's inputs for a run with no baseline scored: its per-pair predictions, the
+# baseline's records and predictions (none), and the leaderboard's test settings.
+NO_BASE = ({}, {}, {}, {"bootstrap_resamples": 200, "bootstrap_seed": 0, "alpha": 0.05})
 
 
 def fake_metrics(name: str, seed: int = 0, fingerprint: str | None = None) -> dict:
@@ -45,7 +48,8 @@ def fake_metrics(name: str, seed: int = 0, fingerprint: str | None = None) -> di
     copy whatever it is given."""
     rng = np.random.default_rng(seed)
     scores = {task: float(rng.uniform(20, 90)) for task in TASKS}
-    pairs = {task: int(rng.integers(100, 5000)) for task in TASKS}
+    # As many pairs as SentEval's test files (SICK-R: SICK's test split, not MTEB's all of SICK).
+    pairs = {"sts12": 3108, "sts13": 1500, "sts14": 3750, "sts15": 3000, "sts16": 1186, "stsb": 1379, "sickr": 4927}
     metrics = {"model": {"name": name, "method": "simcse"}, **scores,
                "sts_avg": float(np.mean(list(scores.values()))),
                **{f"{task}_ci": [scores[task] - 1.5, scores[task] + 1.25] for task in TASKS},
@@ -203,7 +207,7 @@ def test_the_card_of_a_run_whose_openwebtext_was_all_dropped_does_not_name_it(sa
     report = {"long_documents": {"rows_in": 132, "rows_out": 112, "rows_dropped": 20,
                                  "dropped": {"fewer than 1024 tokens": 20},
                                  "rows_out_by_input": {"wikitext": 112, "openwebtext": 0}}}
-    card = write_model_card(str(saved_model), metrics, data_processing, raw_data, report)
+    card = write_model_card(str(saved_model), metrics, *NO_BASE, data_processing, raw_data, report)
     matter, body = split_front_matter(card)
     assert matter["datasets"] == ["Salesforce/wikitext"] and "openwebtext" not in section(body, "Training").lower()
     assert "| long_documents | 132 | 112 | 20 | fewer than 1024 tokens (20) | wikitext 112; openwebtext 0 |" in body
@@ -257,7 +261,7 @@ def test_a_card_written_into_a_saved_model_loads_without_warnings_and_survives_a
     metrics = fake_metrics("simcse", fingerprint=model_fingerprint(str(saved_model)))
     data_processing, raw_data = project_blocks()
     reports = [{step: counts} for step, counts in REPORTS.items()]
-    card = write_model_card(str(saved_model), metrics, data_processing, raw_data, *reports)
+    card = write_model_card(str(saved_model), metrics, *NO_BASE, data_processing, raw_data, *reports)
     ModelCardDataset(filepath=str(saved_model / CARD_FILE)).save(card)
     assert (saved_model / CARD_FILE).read_text(encoding="utf-8") == card
     assert [p.name for p in saved_model.iterdir() if p.name.startswith(".")] == []  # no temporary file left
@@ -277,7 +281,7 @@ def test_the_card_refuses_metrics_of_other_weights_and_folders_without_a_model(s
     data_processing, raw_data = project_blocks()
     stale = fake_metrics("simcse", fingerprint="0123456789abcdef")
     with pytest.raises(ValueError, match="simcse.metrics scored other weights"):
-        write_model_card(str(saved_model), stale, data_processing, raw_data)
+        write_model_card(str(saved_model), stale, *NO_BASE, data_processing, raw_data)
     empty = tmp_path / "not_a_model"
     empty.mkdir()
     with pytest.raises(Exception, match="no saved model here"):
@@ -327,9 +331,55 @@ def test_the_default_encoder_saved_and_carded_loads_without_warnings(tmp_path, c
         "method": "simcse", "base_encoder": "sentence-transformers/all-MiniLM-L6-v2", "seed": 1}))
     data_processing, raw_data = project_blocks()
     metrics = fake_metrics("minilm", fingerprint=model_fingerprint(str(folder)))
-    card = write_model_card(str(folder), metrics, data_processing, raw_data)
+    card = write_model_card(str(folder), metrics, *NO_BASE, data_processing, raw_data)
     ModelCardDataset(filepath=str(folder / CARD_FILE)).save(card)
     matter = assert_card_states_the_metrics(card, metrics)
     assert matter["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and matter["license"] == "apache-2.0"
     assert "384-dimensional" in card
     assert load_without_warnings(folder, caplog).encode(["a sentence"]).shape == (1, 384)
+
+
+def test_sick_r_is_scored_in_the_card_but_not_claimed_as_the_hub_s_sick_r():
+    """SentEval's SICK-R is SICK's 4,927 test pairs; the Hub's mteb/sickr-sts is all 9,927
+    pairs of SICK: model-index names only the data sets the scores are on."""
+    metrics = fake_metrics("simcse.seed43", seed=1)
+    matter, body = split_front_matter(render_model_card(simcse_folder(), metrics, REPORTS, []))
+    claimed = [result["dataset"]["type"] for result in matter["model-index"][0]["results"]]
+    assert claimed == ["mteb/sts12-sts", "mteb/sts13-sts", "mteb/sts14-sts", "mteb/sts15-sts", "mteb/sts16-sts",
+                       "mteb/stsbenchmark-sts"]
+    evaluation = section(body, "Evaluation")
+    assert f"| SICK-R | {metrics['sickr']:.2f} |" in evaluation
+    assert "Not listed in the card's `model-index`" in evaluation and "SICK-R: scored on 4,927 pairs" in evaluation
+
+
+def test_the_card_states_the_base_encoder_s_score_and_vs_base_as_the_leaderboard_tests_it(saved_model):
+    """The card's comparison with the starting encoder is the leaderboard's `vs base`:
+    the same paired bootstrap on the same pairs gives the same difference and p-value."""
+    import pandas as pd
+
+    from contrastive_sentence_embeddings.evaluation import leaderboard
+
+    rng = np.random.default_rng(0)
+    gold = {task: rng.uniform(0, 5, 300) for task in ("sts12", "stsb", "sickr")}
+    run_pairs = {t: {"gold": g, "predicted": g + rng.normal(0, 0.8, len(g))} for t, g in gold.items()}
+    base_pairs = {t: {"gold": g, "predicted": g + rng.normal(0, 1.6, len(g))} for t, g in gold.items()}
+    metrics = fake_metrics("simcse", fingerprint=model_fingerprint(str(saved_model)))
+    metrics["model"] = {"name": "simcse", "method": "simcse", "base_encoder": "enc", "pooling": "mean"}
+    base = {"model": {"name": "baseline-mean", "method": "baseline", "base_encoder": "enc", "pooling": "mean"},
+            "sts_avg": 61.234}
+    data_processing, raw_data = project_blocks()
+    settings = {"bootstrap_resamples": 200, "bootstrap_seed": 0, "alpha": 0.05}
+    card = write_model_card(str(saved_model), metrics, run_pairs, {"baseline-mean": lambda: base},
+                            {"baseline-mean": lambda: base_pairs}, settings, data_processing, raw_data)
+    records = {"simcse": metrics, "baseline-mean": base}
+    table = leaderboard.add_significance(leaderboard.metrics_table(records), records,
+                                         {"simcse": run_pairs, "baseline-mean": base_pairs}, n_resamples=200, seed=0)
+    row = table.set_index("model").loc["simcse"]
+    evaluation = section(split_front_matter(card)[1], "Evaluation")
+    assert (f"Against its starting encoder, `enc` with the same pooling (mean; row `baseline-mean`, STS avg 61.23): "
+            f"**{row['delta_vs_base']:+.2f}** STS avg (p {row['p_vs_base']:.3f})") in evaluation
+    assert not pd.isna(row["p_vs_base"]) and row["delta_vs_base"] > 0
+    # No baseline of that pooling: said, not guessed.
+    card = write_model_card(str(saved_model), metrics, run_pairs, {}, {}, settings, data_processing, raw_data)
+    assert ("No comparison with the starting encoder: no baseline row of enc with mean pooling was scored in this "
+            "checkout") in card

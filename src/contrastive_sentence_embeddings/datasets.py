@@ -474,18 +474,25 @@ class TrainingCurveDataset(AbstractDataset):
     Args:
         filepath: the training log's CSV file.
         dev_filepath: the dev curve's CSV file.
+        terms_filepath: optional, the loss and each of its terms in long form
+            (``curves.loss_terms``), the file the loss chart draws.
     """
 
-    def __init__(self, filepath: str, dev_filepath: str, metadata: dict | None = None):
+    def __init__(self, filepath: str, dev_filepath: str, terms_filepath: str | None = None,
+                 metadata: dict | None = None):
         self._filepath = Path(filepath)
         self._dev_filepath = Path(dev_filepath)
+        self._terms_filepath = Path(terms_filepath) if terms_filepath else None
         self.metadata = metadata
 
     def save(self, data: pd.DataFrame) -> None:
-        from contrastive_sentence_embeddings.training.curves import split_curve
+        from contrastive_sentence_embeddings.training.curves import loss_terms, split_curve
 
         training_log, dev_curve = split_curve(data)
-        for table, target in ((dev_curve, self._dev_filepath), (training_log, self._filepath)):
+        tables = [(dev_curve, self._dev_filepath), (training_log, self._filepath)]
+        if self._terms_filepath is not None:
+            tables.insert(0, (loss_terms(training_log), self._terms_filepath))
+        for table, target in tables:
             with replaced_atomically(target) as temporary:
                 table.to_csv(temporary, index=False, encoding="utf-8")
 
@@ -502,5 +509,6 @@ class TrainingCurveDataset(AbstractDataset):
         return self._filepath.is_file() and self._dev_filepath.is_file()
 
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "dev_filepath": str(self._dev_filepath)}
+        return {"filepath": str(self._filepath), "dev_filepath": str(self._dev_filepath),
+                "terms_filepath": str(self._terms_filepath) if self._terms_filepath else None}
 

@@ -313,7 +313,8 @@ def check_scores_this_model(metrics: Mapping, fingerprint: str, metrics_name: st
 
 
 def model_card(path: str | Path, metrics: Mapping, reports: Mapping[str, Mapping], data_processing,
-               raw_data, shown_as: str | None = None, metrics_name: str = "the metrics file") -> str:
+               raw_data, shown_as: str | None = None, metrics_name: str = "the metrics file",
+               base: Mapping | None = None) -> str:
     """The card of the model in ``path``: its folder's facts, checked against the
     ``metrics`` that scored it, the Hub ids of the raw data the ``reports``' steps
     read (``data_processing`` and ``raw_data``: the parsed blocks that chose them)."""
@@ -325,23 +326,31 @@ def model_card(path: str | Path, metrics: Mapping, reports: Mapping[str, Mapping
     datasets: list[str] = []
     for source in training_sources(reports, data_processing):
         datasets += [d for d in hub_dataset_ids(source, (raw_data.hub or {}).get(source)) if d not in datasets]
-    return render_model_card(folder, metrics, reports, datasets)
+    return render_model_card(folder, metrics, reports, datasets, base)
 
 
 # --- rendering (pure) -----------------------------------------------------------------
 def sts_results(metrics: Mapping) -> list[dict]:
     """The STS tasks present in ``metrics``: key, name, Hub data set, score, interval
     and number of pairs scored (from the ``evaluation_report``)."""
+    from contrastive_sentence_embeddings.evaluation.mteb_results import MTEB_STS_TASKS, task_decision
+
     report = metrics.get("evaluation_report") or {}
     pairs = report.get("pairs") or {}
     benchmark = report.get("benchmark_pairs") or {}
+    tasks = {task.key: task for task in MTEB_STS_TASKS}
     rows = []
     for key, name, hub_id in STS_BENCHMARKS:
         value = metrics.get(key)
         if isinstance(value, (int, float)) and math.isfinite(value):
+            # The Hub id is claimed only for the pairs that are that data set's test split
+            # (the MTEB export's rule): SentEval's SICK-R is SICK's 4,927 test pairs, the
+            # Hub's mteb/sickr-sts all 9,927 pairs of SICK.
+            is_benchmark, why = task_decision(tasks[key], report) if key in tasks else (False, "")
             rows.append({"key": key, "name": name, "dataset": hub_id, "value": float(value),
                          "interval": metrics.get(f"{key}_ci"), "pairs": pairs.get(key),
-                         "benchmark_pairs": benchmark.get(key)})
+                         "benchmark_pairs": benchmark.get(key), "is_the_benchmark": is_benchmark,
+                         "data": why})
     return rows
 
 
@@ -364,7 +373,7 @@ def front_matter(folder: ModelFolder, metrics: Mapping, datasets: Sequence[str])
         "task": {"type": "semantic-similarity", "name": "Semantic Similarity"},
         "dataset": {"name": row["name"], "type": row["dataset"], "split": "test"},
         "metrics": [{"type": STS_METRIC_TYPE, "value": row["value"], "name": STS_METRIC_NAME}],
-    } for row in sts_results(metrics)]
+    } for row in sts_results(metrics) if row["is_the_benchmark"]]
     if results:
         matter["metrics"] = [STS_METRIC_TYPE]
         matter["model-index"] = [{"name": name, "results": results}]
@@ -372,11 +381,12 @@ def front_matter(folder: ModelFolder, metrics: Mapping, datasets: Sequence[str])
 
 
 def render_model_card(folder: ModelFolder, metrics: Mapping, reports: Mapping[str, Mapping],
-                      datasets: Sequence[str]) -> str:
+                      datasets: Sequence[str], base: Mapping | None = None) -> str:
     """The whole ``README.md``: front matter, then the sections. ``reports``: the data
     report of every step that prepared the training data (``{step: report}``, as
     ``data/08_reporting/data_report/<step>.json`` holds it); ``datasets``: the Hub ids
-    of the data those steps read."""
+    of the data those steps read; ``base``: the comparison with the starting encoder
+    (:func:`base_comparison`), when the caller has one."""
     matter = yaml.safe_dump(front_matter(folder, metrics, datasets), sort_keys=False, allow_unicode=True, width=1000)
     sections = [
         _summary(folder),
@@ -384,7 +394,7 @@ def render_model_card(folder: ModelFolder, metrics: Mapping, reports: Mapping[st
         _architecture(folder),
         _training(folder.metadata, datasets),
         _data_report(reports),
-        _evaluation(metrics),
+        _evaluation(metrics, base),
         _usage(folder),
         _citation(folder.metadata),
     ]
@@ -512,7 +522,45 @@ def _data_report(reports: Mapping[str, Mapping]) -> str:
     return "\n".join(lines)
 
 
-def _evaluation(metrics: Mapping) -> str:
+def _base_comparison(base: Mapping) -> str:
+    """The paragraph comparing the model with its starting encoder (``base``: what
+    :func:`base_comparison` returns)."""
+    if base.get("reason"):
+        return f"No comparison with the starting encoder: {base['reason']}."
+    significant = "" if base["p_value"] < base["alpha"] else f", not significant at p < {base['alpha']}"
+    return (f"Against its starting encoder, `{base['base_encoder']}` with the same pooling ({base['pooling']}; row "
+            f"`{base['name']}`, STS avg {base['base_sts_avg']:.2f}): **{base['difference']:+.2f}** STS avg "
+            f"(p {base['p_value']:.3f}{significant}), a paired bootstrap over the pairs of the "
+            f"{base['tasks']} STS tasks ({base['resamples']:,} resamples, the leaderboard's `vs base`).")
+
+
+def base_comparison(metrics: Mapping, pairs: Mapping, baseline_metrics: Mapping[str, Mapping],
+                    baseline_pairs: Mapping[str, Mapping], n_resamples: int, seed: int, alpha: float) -> dict:
+    """The model against the untrained encoder it started from, scored by the baseline
+    with the same pooling (``baseline-<pooling>``): its STS avg and the paired bootstrap
+    test of the difference over the pairs both scored (as the leaderboard's ``vs base``),
+    or ``{"reason": ...}`` when there is no such row or no per-pair predictions."""
+    from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
+
+    model = metrics.get("model") or {}
+    encoder, pooling = model.get("base_encoder"), model.get("pooling")
+    name = f"baseline-{pooling}"
+    base = baseline_metrics.get(name)
+    if base is None or (base.get("model") or {}).get("base_encoder") != encoder:
+        return {"reason": f"no baseline row of {encoder} with {pooling} pooling was scored in this checkout "
+                          "(kedro run --pipelines=baseline)"}
+    tasks = sorted(set(pairs) & set(baseline_pairs.get(name) or {}))
+    if not tasks:
+        return {"reason": f"no per-pair STS predictions of this model and {name} to compare"}
+    base_pairs = baseline_pairs[name]
+    test = paired_bootstrap_pvalue({t: base_pairs[t]["gold"] for t in tasks}, {t: pairs[t]["predicted"] for t in tasks},
+                                   {t: base_pairs[t]["predicted"] for t in tasks}, n_resamples=n_resamples, seed=seed)
+    return {"name": name, "base_encoder": encoder, "pooling": pooling, "base_sts_avg": float(base.get("sts_avg")),
+            "difference": float(test.difference), "p_value": float(test.p_value), "alpha": alpha,
+            "tasks": len(tasks), "resamples": n_resamples}
+
+
+def _evaluation(metrics: Mapping, base: Mapping | None = None) -> str:
     rows = sts_results(metrics)
     if not rows:
         return "## Evaluation\n\nThis model was not scored on the STS tasks."
@@ -538,6 +586,12 @@ def _evaluation(metrics: Mapping) -> str:
         if has_intervals:
             interval_text = (f" {interval[0]:.2f} - {interval[1]:.2f} |" if isinstance(interval, Sequence) else " |")
         lines.append(f"| average (sts_avg) | {average:.2f} |{interval_text} |")
+    not_claimed = [row for row in rows if not row["is_the_benchmark"]]
+    if not_claimed:
+        lines += ["", "Not listed in the card's `model-index` (its scores are not on the data set the Hub id "
+                      "names): " + "; ".join(f"{row['name']}: {row['data']}" for row in not_claimed) + "."]
+    if base is not None:
+        lines += ["", _base_comparison(base)]
     warnings = (metrics.get("evaluation_report") or {}).get("warnings") or []
     if warnings:
         lines += ["", "Evaluation warnings:", ""] + [f"- {warning}" for warning in warnings]

@@ -117,9 +117,12 @@ def card_pipeline(name: str, config: MethodBlock, graph: Pipeline) -> Pipeline:
         pipeline += Pipeline(
             evaluation.model_card_pipeline(reports),
             namespace=f"{CARD_NAMESPACE}.{run}",
-            inputs={"model": f"{run}.model", "metrics": f"{run}.metrics", **{report: report for report in reports}},
+            inputs={"model": f"{run}.model", "metrics": f"{run}.metrics", "sts_pairs": f"{run}.sts_pairs",
+                    "baseline_metrics": "baseline_metrics", "baseline_sts_pairs": "baseline_sts_pairs",
+                    **{report: report for report in reports}},
             outputs={"model_card": f"{run}.model_card"},
-            parameters={"params:data_processing": "params:data_processing", "params:raw_data": "params:raw_data"},
+            parameters={"params:data_processing": "params:data_processing", "params:raw_data": "params:raw_data",
+                        "params:leaderboard": "params:leaderboard"},
             tags=["method", config.kind, config.family],
         )
     return pipeline

@@ -108,3 +108,36 @@ def test_a_real_runs_dev_curve_has_no_row_where_no_evaluation_ran(tiny_bert, tok
     assert np.isfinite(training_log["loss"]).all() and "dev/dev_avg" not in training_log
     assert not dev_curve.isna().any().any() and not training_log.isna().any().any()
     pd.testing.assert_frame_equal(dataset.load(), result.curve, check_dtype=False, check_like=True)
+
+
+# --- what the charts draw ---------------------------------------------------------------
+def test_the_dev_curve_carries_the_selection_score_and_rings_the_kept_step():
+    """The committed DeCLUTR run kept step 42 by STS-B dev while dev_avg fell below step
+    0's: the chart's column is the score the run selects by, and the kept step is marked."""
+    from contrastive_sentence_embeddings.training.curves import KEPT, SELECTION, with_selection
+
+    curve = with_selection(merged_curve(seed=42), "stsb_dev", kept_step=42)
+    _, dev_curve = split_curve(curve)
+    assert dev_curve[SELECTION].tolist() == dev_curve["dev/stsb_dev"].tolist()
+    assert dev_curve[KEPT].tolist() == [0.0, 0.0, 0.0, 1.0]
+    training_log, _ = split_curve(curve)
+    assert SELECTION not in training_log and KEPT not in training_log
+    assert with_selection(merged_curve(), "dev_avg", 0)[SELECTION].dropna().tolist() == [83.26, 83.05, 82.99, 83.08]
+    with pytest.raises(ValueError, match="no dev/sickr_trial column"):
+        with_selection(merged_curve(), "sickr_trial", 0)
+
+
+def test_the_loss_chart_file_has_each_term_in_long_form(tmp_path):
+    from contrastive_sentence_embeddings.training.curves import loss_terms
+
+    curve = pd.concat([merged_curve(seed=42), merged_curve(seed=43)])
+    training_log, _ = split_curve(curve)
+    long = loss_terms(training_log)
+    assert list(long.columns) == ["seed", "step", "term", "value"]
+    assert long["term"].unique().tolist() == ["loss", "nt_xent"]  # the sum first; lr and epoch are no loss
+    assert len(long) == 2 * 2 * 5  # two terms, two seeds, five logged steps
+    nt_xent = long[(long["term"] == "nt_xent") & (long["seed"] == 43)]
+    assert nt_xent["step"].tolist() == [10, 20, 30, 40, 42] and nt_xent["value"].tolist()[0] == pytest.approx(1.194)
+    dataset = TrainingCurveDataset(str(tmp_path / "log.csv"), str(tmp_path / "dev.csv"), str(tmp_path / "terms.csv"))
+    dataset.save(curve)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "terms.csv"), long, check_dtype=False)

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 from contrastive_sentence_embeddings.encoders import explained_encoder_failure, resolve_encoder
+from contrastive_sentence_embeddings.training.curves import with_selection
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
@@ -153,6 +154,7 @@ def train_method(
                 ", ".join(model.heads.keys()) or "none")
     result = train(model, tokenizer, examples, settings, dev_scorer, collate=collate)
     result.curve.insert(0, "seed", training.seed)  # runs over seeds share one curve file per method
+    result.curve = with_selection(result.curve, training.select_by, result.best_step)  # what the dev chart shows
     model.encoder.load_state_dict(result.best_state)
     metadata = run_metadata(config.kind, encoder_name, pooling, training.seed, method.describe(model), result,
                             data_description)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.config import BaselineConfig, TransferEvaluationConfig, parse_strict
+from contrastive_sentence_embeddings.config import BaselineConfig, LeaderboardConfig, TransferEvaluationConfig, parse_strict
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import read_model_metadata
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
@@ -73,20 +73,29 @@ def training_budget(metadata: Mapping) -> dict:
     return {key: metadata.get(key) for key in ("examples_seen", "steps", "best_step", "train_seconds")}
 
 
-def write_model_card(model: str, metrics: Mapping, data_processing: Mapping, raw_data: Mapping,
+def write_model_card(model: str, metrics: Mapping, sts_pairs: Mapping, baseline_metrics: Mapping,
+                     baseline_sts_pairs: Mapping, leaderboard: Mapping, data_processing: Mapping, raw_data: Mapping,
                      *reports: Mapping) -> str:
     """The ``README.md`` model card of a trained model (``model_card.model_card``), from
-    its metrics and the data reports (``report_<step>``: ``{step: counts}`` each) of
-    the steps that prepared its training data."""
-    from contrastive_sentence_embeddings.model_card import model_card
+    its metrics, its per-pair STS predictions against the baseline's with the same
+    pooling (``vs base``, tested as the leaderboard tests it: ``params:leaderboard``)
+    and the data reports (``report_<step>``: ``{step: counts}`` each) of the steps that
+    prepared its training data. ``baseline_metrics`` and ``baseline_sts_pairs`` are the
+    baseline's folders (partitions: a record's loader by name)."""
+    from contrastive_sentence_embeddings.model_card import base_comparison, model_card
 
     merged: dict[str, Mapping] = {}
     for report in reports:
         merged.update(report)
     name = (metrics.get("model") or {}).get("name") or Path(model).name
+    settings = parse_strict(LeaderboardConfig, leaderboard or {}, "leaderboard")
+    wanted = f"baseline-{(metrics.get('model') or {}).get('pooling')}"
+    base = base_comparison(metrics, sts_pairs, {k: load() for k, load in baseline_metrics.items() if k == wanted},
+                           {k: load() for k, load in baseline_sts_pairs.items() if k == wanted},
+                           settings.bootstrap_resamples, settings.bootstrap_seed, settings.alpha)
     return model_card(model, metrics, merged, DataProcessingConfig.from_params(data_processing),
                       parse_strict(RawDataConfig, raw_data, "raw_data"), shown_as=project_relative(model),
-                      metrics_name=f"{name}.metrics")
+                      metrics_name=f"{name}.metrics", base=base)
 
 
 def write_mteb_results(metrics: Mapping, sts_pairs: Mapping) -> dict:

@@ -45,7 +45,8 @@ def model_card_pipeline(reports: Sequence[str] = ()) -> Pipeline:
     (the registry finds them in the graph)."""
     return Pipeline([
         Node(nodes.write_model_card,
-             ["model", "metrics", "params:data_processing", "params:raw_data", *reports], "model_card",
+             ["model", "metrics", "sts_pairs", "baseline_metrics", "baseline_sts_pairs", "params:leaderboard",
+              "params:data_processing", "params:raw_data", *reports], "model_card",
              name="model_card", tags=["evaluation", "model_card"]),
     ])
 

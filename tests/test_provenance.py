@@ -263,3 +263,15 @@ def test_the_recorded_environment_is_the_one_the_process_started_with():
     recorded = json.loads(printed.stdout)
     assert recorded["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "128"
     assert "KMP_INIT_AT_FORK" not in recorded and "TORCHINDUCTOR_CACHE_DIR" not in recorded
+
+
+def test_a_status_reason_names_every_changed_key():
+    """A run trained with --params (own data, a shorter run, another pooling) is stale
+    at the next build, and its reason names each difference, not the first three."""
+    before = {"data": {"sentences": "my.txt"}, "pooling": "mean",
+              "training": {"max_steps": 20, "learning_rate": 1e-4, "batch_size": 32}}
+    after = {"pooling": "cls_before_pooler", "training": {"max_steps": 120, "learning_rate": 3e-5, "batch_size": 64}}
+    assert provenance.parameter_changes(before, after) == [
+        'data {"sentences":"my.txt"} -> unset', 'pooling "mean" -> "cls_before_pooler"', "training.batch_size 32 -> 64",
+        "training.learning_rate 0.0001 -> 3e-05", "training.max_steps 20 -> 120"]
+    assert provenance.parameter_changes(before, after, limit=2)[-1] == "..."

@@ -125,10 +125,11 @@ def recorded_config_hash(record_provenance: Mapping | None) -> str | None:
     return config_hash(parameters) if parameters else record_provenance.get("config_hash")
 
 
-def parameter_changes(before, after, limit: int = 3, form: str = "{key} {old} -> {new}") -> list[str]:
+def parameter_changes(before, after, limit: int | None = None, form: str = "{key} {old} -> {new}") -> list[str]:
     """The keys whose values differ between two parameter blocks, each written as
     ``form`` says (default ``"training.max_steps 120 -> 4"``; a key one side lacks
-    shows ``unset``); at most ``limit`` of them, then ``"..."``."""
+    shows ``unset``); every one of them (a status reason that named three and "..."
+    hid what a `--params` run had changed), or at most ``limit``, then ``"..."``."""
     changes: list[str] = []
 
     def walk(old, new, path: str) -> None:
@@ -139,7 +140,7 @@ def parameter_changes(before, after, limit: int = 3, form: str = "{key} {old} ->
             changes.append(form.format(key=path or "block", old=_shown(old), new=_shown(new)))
 
     walk(before, after, "")
-    return changes if len(changes) <= limit else [*changes[:limit], "..."]
+    return changes if limit is None or len(changes) <= limit else [*changes[:limit], "..."]
 
 
 _UNSET = object()

@@ -407,7 +407,8 @@ def test_a_run_of_another_configuration_made_here_is_listed_apart_from_the_summa
     rows = table.set_index("model")
     assert rows.loc["simcse.seed44", "status"] == leaderboard.STALE
     assert rows.loc["simcse.seed44", "status_reason"] == (
-        "simcse.seed44 is not a run of today's parameters (`methods` or `seeds` changed); code changed since training")
+        "simcse.seed44 is not a run of today's parameters (`methods` or `seeds` changed; today's runs of simcse: "
+        "simcse.seed42, simcse.seed43); code changed since training")
     markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
     seeds = markdown.split("## Each seed's run", 1)[1].split("\n## ", 1)[0]
     apart = markdown.split("## Seed runs in no seed summary", 1)[1].split("\n## ", 1)[0]

@@ -284,7 +284,9 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
         if not recorded_hash:
             reasons.append("trained before models recorded their provenance: its parameters are unknown")
         elif block is None:
-            reasons.append(f"{run} is not a run of today's parameters (`methods` or `seeds` changed)")
+            method_runs = sorted(name for name in today.blocks if method_block(name) == method_block(str(run)))
+            reasons.append(f"{run} is not a run of today's parameters (`methods` or `seeds` changed; today's runs "
+                           f"of {method_block(str(run))}: {', '.join(method_runs) or 'none'})")
         elif provenance.params_hash(block) != recorded_hash:
             before = provenance.without(record_provenance.get("parameters") or {}, provenance.RUN_INDEPENDENT_KEYS)
             after = provenance.without(block, provenance.RUN_INDEPENDENT_KEYS)

@@ -16,7 +16,8 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # in the same checkout that needs them stops at once, naming the run that holds them.
 # A data step that stops because nothing of its input is usable still writes its report.
 # A run removes what killed runs left, its workers die with it, SIGTERM acts as Ctrl-C.
-# The log is one line per record in files and pipes and in logs/kedro.log (log_handlers.py).
+# The log is one line per record in files and pipes and in logs/kedro.log (log_handlers.py);
+# a training run's lines and progress bar name the run (training/run_name.py).
 from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     EarlierScoresHook,
     GraphParametersHook,
@@ -31,13 +32,14 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     StrictParametersHook,
 )
 from contrastive_sentence_embeddings.log_handlers import RunLoggingHook  # noqa: E402
+from contrastive_sentence_embeddings.training.run_name import RunNameHook  # noqa: E402
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check
 # (the run's logging is tryfirst: set before any of them logs).
 HOOKS = (RunLoggingHook(), GraphParametersHook(), StrictParametersHook(), SeedRunsHook(), StaleModelsHook(), SingleProcessRunHook(),
          LeaderboardOrderingHook(), StaleLeaderboardHook(), EarlierScoresHook(), StoppedStepReportHook(), ScratchHook(),
-         RunLockHook())
+         RunLockHook(), RunNameHook())
 
 # Installed plugins for which to disable hook auto-registration. Telemetry is off for
 # this project (also through the committed .telemetry file and KEDRO_DISABLE_TELEMETRY

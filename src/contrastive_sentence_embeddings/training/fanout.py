@@ -54,6 +54,7 @@ from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR as WORKER_ENV
 from contrastive_sentence_embeddings.training import worker_logs
 from contrastive_sentence_embeddings.scratch import die_with_folder_owner, marked_folder, temporary_files_in
+from contrastive_sentence_embeddings.training.run_name import current_run, named_run
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class TrainingJob:
     block: dict
     data: dict[str, str]
     raw_sts: dict[str, list] = field(default_factory=dict)
+    run_name: str | None = None  # the run's name for its logs (run_name.current_run in the node)
 
     def save(self, folder: Path) -> Path:
         path = Path(folder) / JOB_FILE
@@ -142,7 +144,7 @@ def prepare_job(folder: Path, family: str, encoder: str, block: Mapping, tables:
             path = saved_dataset_folder(table) or save_dataset(table, Path(folder) / name)
         data[name] = str(Path(path).resolve())
     job = TrainingJob(family, encoder, json.loads(json.dumps(dict(block))), data,
-                      raw_file_paths(raw_sts) if raw_sts is not None else {})
+                      raw_file_paths(raw_sts) if raw_sts is not None else {}, run_name=current_run())
     job.save(folder)
     return job
 
@@ -271,7 +273,8 @@ def worker_main(folder: str) -> None:
     # training node replays them into the Kedro run's log (training/worker_logs.py).
     worker_logs.log_to_folder(folder, rank)
     job = TrainingJob.load(folder)
-    trained, result = train_job(job, main_process=rank == 0)
+    with named_run(job.run_name):
+        trained, result = train_job(job, main_process=rank == 0)
     if rank == 0:
         write_result(Path(folder), trained, result.curve)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
 from contrastive_sentence_embeddings.encoders import explained_encoder_failure, resolve_encoder
 from contrastive_sentence_embeddings.training.curves import with_selection
+from contrastive_sentence_embeddings.training.run_name import current_run
 from contrastive_sentence_embeddings.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
 from contrastive_sentence_embeddings.pooling import check_pooling
@@ -149,7 +150,7 @@ def train_method(
     if method.family in FANOUT_FAMILIES:
         settings.num_processes  # noqa: B018 - read by the training node, which started this run's processes
     examples, collate, data_description = make_examples(tokenizer, model, settings)
-    logger.info("%s: %s, %s, %s pooling, heads (training only): %s", config.kind, encoder_name,
+    logger.info("%s: %s, %s, %s pooling, heads (training only): %s", current_run(config.kind), encoder_name,
                 ", ".join(f"{k} {v}" for k, v in data_description.items()), pooling,
                 ", ".join(model.heads.keys()) or "none")
     result = train(model, tokenizer, examples, settings, dev_scorer, collate=collate)

@@ -70,6 +70,7 @@ from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acqui
 from contrastive_sentence_embeddings.scratch import explained_no_space
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
+from contrastive_sentence_embeddings.training.run_name import current_run
 
 logger = logging.getLogger(__name__)
 
@@ -928,7 +929,7 @@ def train(
         window_count = int(window.get("count", 0))
         window_steps: list[int] = []  # the steps summed in window_loss since it was last checked
         window_start = time.perf_counter() - float(window.get("seconds", 0.0))
-        progress = tqdm(total=steps, initial=state["step"], desc=f"training {core.method.name}", unit="step",
+        progress = tqdm(total=steps, initial=state["step"], desc=f"training {current_run(core.method.name)}", unit="step",
                         disable=not accelerator.is_local_main_process)
         steps_per_epoch = len(loader)
         while state["step"] < steps:

@@ -18,7 +18,7 @@ export KEDRO_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test viz clean
+.PHONY: install run test viz viz-serve clean
 
 # torch is installed first and pinned: 2.13.0 is a CPU build on this platform's
 # local wheel store; an unpinned torch would pull a multi-GB CUDA build. Once it is
@@ -33,8 +33,9 @@ $(BIN)/.installed: pyproject.toml
 # `dvc plots show` without a network: vega, vega-lite and vega-embed (the versions DVC's
 # own page loads from a CDN) from the npm registry, inlined into a page template that
 # .dvc/config.local names (offline_plots.py). Without npm, DVC's own page stays, and
-# renders only online; install goes on either way.
-PLOTS_PAGE := build/dvc_plots_page.html
+# renders only online; install goes on either way. It lives with the install (.venv),
+# so that build/ is kedro-viz's alone.
+PLOTS_PAGE := $(VENV)/share/dvc_plots_page.html
 
 $(PLOTS_PAGE): $(BIN)/.installed src/contrastive_sentence_embeddings/offline_plots.py
 	@if $(BIN)/python -m contrastive_sentence_embeddings.offline_plots $@; then \
@@ -51,8 +52,20 @@ run: install
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# kedro-viz's static site in build/ (its hooks included, so every seed's parameters are
+# in its catalog), then `make viz-serve`: the site reads its data over HTTP (opened as a
+# file it is a blank page) and opens on the main job's pipeline (?pid=; the whole graph
+# is a menu away).
+VIZ_PORT ?= 4141
+comma := ,
+VIZ_PIPELINE := $(firstword $(subst $(comma), ,$(MAIN_PIPELINES)))
 viz: install
-	$(BIN)/kedro viz build
+	$(BIN)/kedro viz build --include-hooks
+	@echo "kedro-viz site in build/: make viz-serve, then open http://127.0.0.1:$(VIZ_PORT)/?pid=$(VIZ_PIPELINE)"
+
+viz-serve:
+	@echo "serving build/ at http://127.0.0.1:$(VIZ_PORT)/?pid=$(VIZ_PIPELINE) (Ctrl-C stops it)"
+	$(BIN)/python -m http.server $(VIZ_PORT) --bind 127.0.0.1 --directory build
 
 clean:
 	@test ! -x $(BIN)/dvc || $(BIN)/dvc config --local --unset plots.html_template 2>/dev/null || true

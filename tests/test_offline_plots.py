@@ -26,7 +26,7 @@ from contrastive_sentence_embeddings.offline_plots import (
 from tests.helpers import PROJECT_ROOT
 
 # What make install writes and .dvc/config.local names (Makefile: PLOTS_PAGE).
-INSTALLED_PAGE = PROJECT_ROOT / "build" / "dvc_plots_page.html"
+INSTALLED_PAGE = PROJECT_ROOT / ".venv" / "share" / "dvc_plots_page.html"
 SCRIPT_SOURCE = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
 
 

@@ -11,7 +11,7 @@ points DVC at it. Every ``dvc plots show`` then writes a self-contained
 Without npm (or without the registry), nothing is written and DVC keeps its own page,
 which renders when the CDN can be reached; the command says so and exits with 1.
 
-    python -m contrastive_sentence_embeddings.offline_plots build/dvc_plots_page.html
+    python -m contrastive_sentence_embeddings.offline_plots .venv/share/dvc_plots_page.html
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def build_page(output: Path, packages: list[str] | None = None, npm: str | None 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("output", type=Path, help="the page template to write (e.g. build/dvc_plots_page.html)")
+    parser.add_argument("output", type=Path, help="the page template to write (e.g. .venv/share/dvc_plots_page.html)")
     args = parser.parse_args(argv)
     try:
         packages = build_page(args.output)

@@ -557,3 +557,29 @@ def test_params_yaml_is_named_where_it_gives_a_value_not_where_it_lists_a_null(t
     assert where_set(key, {"simcse": {"training": {"max_steps": 3}}}, shipped, "params.yaml", conf)[0] == "--params"
     assert where_set("simcse.training.lerning_rate", {}, {"simcse": {"training": {"lerning_rate": None}}},
                      "params.yaml", conf) == ["params.yaml"]  # a key only the overlay names
+
+
+def test_a_block_missing_from_a_queued_experiment_s_copy_says_to_commit_it(tmp_path, monkeypatch):
+    """DVC's queue runs an experiment in a copy of the files git tracks: a method block
+    added in an uncommitted parameter file is missing there, and the error says so,
+    naming the file and the command, instead of only that no such block exists."""
+    from contrastive_sentence_embeddings.config import method_names
+
+    workspace, copy = tmp_path / "workspace", tmp_path / "workspace" / ".dvc" / "tmp" / "exps" / "run1"
+    (workspace / "conf" / "base").mkdir(parents=True)
+    (copy / "conf" / "base").mkdir(parents=True)
+    (workspace / "conf" / "base" / "parameters_simcse_decorrelation.yml").write_text(
+        "simcse_decorrelation:\n  kind: simcse\n")
+    params = {"methods": ["simcse", "simcse_decorrelation"], "simcse": {"kind": "simcse"}}
+    monkeypatch.setenv("DVC_ROOT", str(workspace))
+    monkeypatch.chdir(copy)
+    with pytest.raises(ParameterError) as caught:
+        method_names(params)
+    message = str(caught.value)
+    assert message.startswith("methods lists simcse_decorrelation but no parameter block of that name exists; "
+                              "this DVC experiment runs in a copy of the files git tracks")
+    assert "conf/base/parameters_simcse_decorrelation.yml in your workspace" in message
+    assert "git add conf/base/parameters_simcse_decorrelation.yml && git commit" in message
+    monkeypatch.chdir(workspace)  # in the workspace itself: the plain message
+    with pytest.raises(ParameterError, match=r"exists$"):
+        method_names(params)

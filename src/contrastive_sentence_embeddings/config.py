@@ -36,6 +36,7 @@ import dataclasses
 import difflib
 import logging
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -716,8 +717,34 @@ def method_names(params: Mapping) -> list[str]:
         raise ParameterError(f"methods: a name appears twice in {names}")
     missing = [name for name in names if name not in params]
     if missing:
-        raise ParameterError(f"methods lists {', '.join(missing)} but no parameter block of that name exists")
+        raise ParameterError(f"methods lists {', '.join(missing)} but no parameter block of that name exists"
+                             + queued_copy_hint(missing))
     return names
+
+
+def queued_copy_hint(blocks: Sequence[str], workspace: Path | None = None) -> str:
+    """Why a block the user wrote may be missing here: a queued (or temp-dir) DVC
+    experiment runs in a copy of the files git tracks (``.dvc/tmp/exps/...``), with
+    ``$DVC_ROOT`` naming the user's workspace; a parameter file there that defines the
+    block but that git does not track is not in the copy. ``""`` when that is not so."""
+    root = os.environ.get("DVC_ROOT")
+    here = (workspace or Path.cwd()).resolve()
+    if not root or Path(root).resolve() == here:
+        return ""
+    found = []
+    for path in sorted((Path(root) / "conf").glob("**/parameters*.yml")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if any(re.search(rf"^{re.escape(block)}:", text, re.M) for block in blocks):
+            relative = path.relative_to(root)
+            if not (here / relative).is_file() or (here / relative).read_text(encoding="utf-8",
+                                                                             errors="replace") != text:
+                found.append(str(relative))
+    if found:
+        return (f"; this DVC experiment runs in a copy of the files git tracks ({here}), and {', '.join(found)} "
+                f"in your workspace ({root}) defines it but is not committed as it is there: commit it "
+                f"(git add {' '.join(found)} && git commit) and queue the experiment again")
+    return (f"; this DVC experiment runs in a copy of the files git tracks ({here}): a parameter file not "
+            "committed in your workspace is not in it")
 
 
 def listed_method_configs(params: Mapping) -> dict[str, MethodConfig]:

@@ -43,10 +43,36 @@ def test_the_patterns_find_scores_and_durations_only():
     assert figures(text) == {"79.23", "4 min 32 s"}
 
 
+# The GPU guide's table quotes a benchmark's results file directly (checked below).
+GPU_GUIDE = ROOT / "docs" / "gpu_training.md"
+PAPER_COST = ROOT / "benchmarks" / "results" / "paper_cost_nvidia_h100_run5.json"
+
+
+def paper_cost_cells() -> dict[str, list[str]]:
+    """Each measured method's row of the paper-cost file, as the guide's table writes it."""
+    rows = json.loads(PAPER_COST.read_text(encoding="utf-8"))["rows"]
+    return {row["method"]: [row["method"], row["encoder"], row["data"], str(row["batch"]), str(row["steps"]),
+                            f"{row['hours_one_gpu']:.2f}", f"{row['hours_8_gpus_same_per_gpu_batch']:.2f}",
+                            f"{row['peak_memory_gib']:.2f}"]
+            for row in rows if "missing" not in row}
+
+
+def test_the_gpu_guide_s_paper_costs_are_the_results_file_s():
+    """Every measured method of paper_cost_nvidia_h100_run5.json is a row of the guide,
+    cell for cell, and the guide names no method the file has no measurement of."""
+    text = GPU_GUIDE.read_text(encoding="utf-8")
+    assert PAPER_COST.name in text and json.loads(PAPER_COST.read_text())["device"] in text
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| method ")]
+    assert rows == list(paper_cost_cells().values())
+
+
 @pytest.mark.parametrize("page", quoting_pages(), ids=lambda p: p.name)
 def test_every_figure_a_page_quotes_is_on_the_results_page(page: Path):
     results = RESULTS.read_text(encoding="utf-8")
     on_results_page = figures(results)
+    if page == GPU_GUIDE:
+        on_results_page |= {cell for row in paper_cost_cells().values() for cell in row}
     missing = sorted(figures(page.read_text(encoding="utf-8")) - on_results_page)
     assert not missing, (f"{page.relative_to(ROOT)} quotes {', '.join(missing)}, which docs/results.md does not "
                          "state: quote figures from the results page (and put new ones there first)")

@@ -44,3 +44,14 @@ def test_the_progress_bar_names_the_run(tiny_bert, tokenizer, mirror_dir, capsys
     with named_run("simcse_decorrelation.seed42"):
         train(model, tokenizer, examples, TrainingConfig(batch_size=8, device="cpu", max_steps=1, log_every=1))
     assert "training simcse_decorrelation.seed42" in capsys.readouterr().err
+
+
+def test_the_log_says_where_the_run_trains(tiny_bert, tokenizer, mirror_dir, caplog):
+    import logging
+
+    torch.manual_seed(0)
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
+    examples = tokenize_sentences(tokenizer, wiki_sentences(mirror_dir, limit=16), 16)
+    with caplog.at_level(logging.INFO), named_run("simcse.seed42"):
+        train(model, tokenizer, examples, TrainingConfig(batch_size=8, device="cpu", max_steps=1, log_every=1))
+    assert "training simcse.seed42 on cpu, mixed precision no" in caplog.text

@@ -767,6 +767,12 @@ def train(
     if processes > 1:
         logger.info("%d processes x %d examples a step = a global batch of %d", processes, config.batch_size,
                     global_batch)
+    # Where the run computes, in words a user checks their GPU setup against.
+    device = accelerator.device
+    logger.info("training %s on %s%s, mixed precision %s", current_run(getattr(getattr(model, "method", None),
+                                                                               "name", "the model")),
+                device.type, f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "",
+                accelerator.mixed_precision)
     dropped = len(examples) % global_batch
     if dropped:
         logger.info("%d examples do not fill the last batch of each epoch and are left out of it "

@@ -417,6 +417,8 @@ def environment_lines(table: pd.DataFrame, environments: Mapping[str, Mapping]) 
     lines then name). Scores of one commit differ in the second decimal between
     machines (an Intel Xeon with AMX against an AMD EPYC without: docs/evaluation.md),
     so rows of different environments are never silently compared."""
+    if table.empty:
+        return [], {}
     labels = environment_labels(table)
     unrecorded = table["environment"].eq("").sum() if "environment" in table else len(table)
     if not labels:
@@ -556,7 +558,8 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     table = table.copy()
     if statuses:
         table["status"] = [status_cell(s, r) for s, r in zip(table["status"], table["status_reason"])]
-    environment_text, env_labels = environment_lines(table, environments_of(metrics_by_model or {}))
+    # Where this checkout's rows were scored (carried rows are never compared with them).
+    environment_text, env_labels = environment_lines(table[~gone], environments_of(metrics_by_model or {}))
     if env_labels:
         identity = [*identity, "env_label"]
         table["env_label"] = [environment_cell(keys, env_labels) for keys in table["environment"]]

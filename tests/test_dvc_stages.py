@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import PurePosixPath
 
@@ -343,3 +344,38 @@ def test_the_leaderboard_stage_reruns_when_any_runs_parameters_change(project):
     expected = {OVERLAY, SHARED_FILE, "conf/base/parameters_evaluation.yml",
                 *(f"conf/base/parameters_{method}.yml" for method in methods)}
     assert set(listed) == expected and all(keys is None for keys in listed.values()), listed
+
+
+def test_the_committed_lock_records_the_committed_code_parameters_and_results():
+    """dvc.lock is the record of the committed results (docs/architecture.md, "One state
+    for Kedro and DVC"): `dvc status` finds no difference on any path git tracks (the
+    package, conf/, params.yaml, the metrics, leaderboard and curves kept in git), only
+    on the data a clone does not have until it runs. A commit that changes the code or
+    a parameter without `dvc repro` leaves this failing: the committed results would no
+    longer be this code's."""
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=PROJECT_ROOT, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                                 check=True).stdout.splitlines())
+
+    def in_git(path: str) -> bool:  # a folder holding only git's .gitkeep placeholders is data, not in git
+        return path in tracked or any(name.startswith(path.rstrip("/") + "/") and not name.endswith(".gitkeep")
+                                      for name in tracked)
+
+    differences = []
+    for stage, changes in json.loads(done.stdout or "{}").items():
+        for change in changes:
+            if not isinstance(change, dict):
+                differences.append(f"{stage}: {change}")
+                continue
+            for kind, entries in change.items():
+                for path, state in (entries.items() if isinstance(entries, dict) else [(str(entries), "")]):
+                    if in_git(path):
+                        differences.append(f"{stage}: {kind} {path} {state}")
+    assert not differences, "dvc.lock is behind what git holds (run `dvc repro` and commit dvc.lock with its " \
+                            "outputs):\n" + "\n".join(differences)

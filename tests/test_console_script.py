@@ -57,4 +57,14 @@ def test_a_known_failure_is_found_behind_kedro_s_wrapping_and_others_are_not():
     except DatasetError as wrapped:
         assert known_failure(wrapped) is cause
     assert known_failure(KeyError("a bug")) is None
+    from contrastive_sentence_embeddings.config_loader import ParameterCommandError
+
+    try:
+        try:
+            raise ValueError("simcse.training: unknown training parameter(s): lerning_rate")
+        except ValueError as error:
+            raise ParameterCommandError("unknown parameter simcse.training.lerning_rate: did you mean "
+                                        "learning_rate?") from error
+    except ParameterCommandError as said:
+        assert known_failure(said) is None  # click says it as it is
     assert known_failure(ZeroDivisionError()) is None

@@ -61,10 +61,14 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
 
 def known_failure(error: BaseException) -> BaseException | None:
     """``error`` or the first exception it was raised from (or during) that is one of
-    :data:`KNOWN_FAILURES` (Kedro wraps a data set's error in its own)."""
+    :data:`KNOWN_FAILURES` (Kedro wraps a data set's error in its own); None when
+    there is none, or when a click exception (a message made for the user already, such
+    as a misspelt parameter's) comes first."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, KNOWN_FAILURES) and not isinstance(error, click.ClickException):
+        if isinstance(error, click.ClickException):  # already a message for the user: click says it as it is
+            return None
+        if isinstance(error, KNOWN_FAILURES):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

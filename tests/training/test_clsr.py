@@ -336,3 +336,69 @@ def test_the_run_records_the_settings_clsr_never_reads(trained):
     unused = set(trained["model"].metadata["training_unused"])
     assert {"max_length", "cut_fraction", "num_processes"} <= unused
     assert not unused & {"momentum", "warmup_ratio", "optimizer", "schedule", "learning_rate", "select_by"}
+
+
+# --- a frozen encoder cut to its first layers (method.frozen_layers) -----------------------
+def test_cutting_the_encoder_to_its_token_embeddings_keeps_their_weights_and_says_so(tiny_bert, tokenizer):
+    import copy
+
+    from contrastive_sentence_embeddings.training.clsr import keep_first_layers
+
+    whole = copy.deepcopy(tiny_bert).eval()  # no dropout: the two passes must be the same computation
+    cut = keep_first_layers(copy.deepcopy(tiny_bert).eval(), 0)
+    assert cut.config.num_hidden_layers == 0 and len(cut.encoder.layer) == 0
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = cut(**batch).last_hidden_state
+        embedded = whole.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
+    torch.testing.assert_close(states, embedded)  # the LayerNorm'd token embeddings, nothing more
+    one = keep_first_layers(copy.deepcopy(tiny_bert), 1)
+    assert one.config.num_hidden_layers == 1
+    torch.testing.assert_close(one.encoder.layer[0].attention.self.query.weight,
+                               whole.encoder.layer[0].attention.self.query.weight)
+    assert keep_first_layers(whole, None) is whole and len(whole.encoder.layer) == tiny_bert.config.num_hidden_layers
+    with pytest.raises(ValueError, match="frozen_layers is 9, but the encoder has"):
+        keep_first_layers(copy.deepcopy(tiny_bert), 9)
+
+
+def test_the_cache_key_and_the_pair_check_name_the_layers_kept(stsb_pairs, tiny_bert_dir, tmp_path):
+    from contrastive_sentence_embeddings.training.clsr import check_pair_embeddings
+
+    cpu = torch.device("cpu")
+    assert frozen_model_key("enc", "mean", cpu, "f", layers=0) != frozen_model_key("enc", "mean", cpu, "f")
+    assert frozen_model_key("enc", "mean", cpu, "f") == "clsr-frozen|enc|f|mean|cpu-fp32"  # older keys unchanged
+    data = embed_pairs(stsb_pairs.head(20), "sentence1", "sentence2", "stsb_pairs", str(tiny_bert_dir), tmp_path,
+                       device="cpu", frozen_layers=0)
+    whole = embed_pairs(stsb_pairs.head(20), "sentence1", "sentence2", "stsb_pairs", str(tiny_bert_dir), tmp_path,
+                        device="cpu")
+    assert data.frozen_layers == 0 and data.cache_key != whole.cache_key
+    assert np.abs(data.embeddings - whole.embeddings).max() > 1e-3
+    with pytest.raises(ValueError, match="first 0 layers, but the run asks for .* mean pooling$"):
+        check_pair_embeddings(data, str(tiny_bert_dir), "mean", data.embeddings.shape[1])
+
+
+def test_a_run_on_the_token_embeddings_saves_the_cut_encoder_that_loads_everywhere(
+        stsb_pairs, tiny_bert_dir, sts_partitions, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    data = embed_pairs(stsb_pairs, "sentence1", "sentence2", "stsb_pairs", str(tiny_bert_dir), tmp_path,
+                       device="cpu", frozen_layers=0)
+    params = {"kind": "clsr", "pooling": "mean", "method": {"hidden_width": 48, "frozen_layers": 0},
+              "training": {"optimizer": "sgd", "momentum": 0.9, "learning_rate": 0.5, "batch_size": 128,
+                           "epochs": 2, "eval_every": 8, "device": "cpu", "log_every": 4}}
+    model, result = train_on_pairs(data, str(tiny_bert_dir), params, DevScorer(sts_partitions), tmp_path)
+    path = tmp_path / "model"
+    SentenceEncoderDataset(str(path)).save(model)
+    assert json.loads((path / "config.json").read_text())["num_hidden_layers"] == 0
+    assert AutoModel.from_pretrained(path).config.num_hidden_layers == 0
+    assert json.loads((path / "cse_metadata.json").read_text())["method_params"]["frozen_layers"] == 0
+    ours = SentenceEncoder.load(str(path), device="cpu").encode(SENTENCES)
+    theirs = SentenceTransformer(str(path), device="cpu").encode(SENTENCES, convert_to_numpy=True)
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-5)
+    # The frozen input of the saved model is the cached training input (the token embeddings, mean-pooled).
+    index = {sentence: row for row, sentence in enumerate(data.sentences)}
+    first = data.sentences[0]
+    frozen = SentenceEncoder(AutoModel.from_pretrained(path), SentenceEncoder.load(str(path)).tokenizer, "mean",
+                             device=torch.device("cpu")).encode([first])
+    np.testing.assert_allclose(frozen[0], data.embeddings[index[first]], rtol=0, atol=1e-5)

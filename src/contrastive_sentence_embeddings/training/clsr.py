@@ -96,20 +96,48 @@ def pair_sentences(pairs: pd.DataFrame, first: str, second: str, dataset: str) -
     return list(index), rows
 
 
-def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None) -> str:
+def keep_first_layers(encoder: nn.Module, layers: int | None) -> nn.Module:
+    """``encoder`` with only its first ``layers`` transformer layers (``0``: the token
+    embeddings alone, the sum of word, position and type embeddings after their
+    LayerNorm), in place, its config saying so (``num_hidden_layers``) so that the
+    saved folder loads as that smaller model; ``None`` keeps every layer. The layers
+    are the encoder's one ``ModuleList`` as long as ``config.num_hidden_layers`` (BERT,
+    RoBERTa, MiniLM, XLM-R ...); another layout is an error."""
+    if layers is None:
+        return encoder
+    total = getattr(encoder.config, "num_hidden_layers", None)
+    stacks = [(name, module) for name, module in encoder.named_modules()
+              if isinstance(module, nn.ModuleList) and total is not None and len(module) == total]
+    if total is None or len(stacks) != 1:
+        raise ValueError(f"method.frozen_layers: {type(encoder).__name__} has no single list of "
+                         f"num_hidden_layers={total} layers to cut; leave frozen_layers null for this encoder")
+    if not 0 <= layers <= total:
+        raise ValueError(f"method.frozen_layers is {layers}, but the encoder has {total} layers")
+    name, stack = stacks[0]
+    parent = encoder.get_submodule(name.rpartition(".")[0]) if "." in name else encoder
+    setattr(parent, name.rpartition(".")[2], nn.ModuleList(list(stack)[:layers]))
+    encoder.config.num_hidden_layers = layers
+    return encoder
+
+
+def frozen_model_key(encoder_name: str, pooling: str, device: torch.device, fingerprint: str | None = None,
+                     layers: int | None = None) -> str:
     """What produced a set of frozen embeddings, for the cache key (the sentences are
     added by ``EmbeddingCache``): the encoder's name, its weights' fingerprint
     (``embedding_cache.model_fingerprint``: a hash of a local folder's files' names,
     sizes and contents, so replacing the weights changes it; a Hub id is its own
-    fingerprint), the pooling and the precision (:func:`precision_tag`)."""
+    fingerprint), the layers kept (:func:`keep_first_layers`; all when None), the
+    pooling and the precision (:func:`precision_tag`)."""
     if fingerprint is None:
         fingerprint = model_fingerprint(encoder_name)
-    return f"clsr-frozen|{encoder_name}|{fingerprint}|{check_pooling(pooling)}|{precision_tag(device)}"
+    kept = "" if layers is None else f"|layers={layers}"
+    return f"clsr-frozen|{encoder_name}|{fingerprint}{kept}|{check_pooling(pooling)}|{precision_tag(device)}"
 
 
-def embedding_cache(encode: Encode, cache_dir, encoder_name: str, pooling: str, device: torch.device):
+def embedding_cache(encode: Encode, cache_dir, encoder_name: str, pooling: str, device: torch.device,
+                    layers: int | None = None):
     """``encode`` behind the on-disk cache in ``cache_dir`` (an ``EmbeddingCache``)."""
-    return EmbeddingCache(encode, cache_dir, frozen_model_key(encoder_name, pooling, device))
+    return EmbeddingCache(encode, cache_dir, frozen_model_key(encoder_name, pooling, device, layers=layers))
 
 
 @dataclass
@@ -126,6 +154,7 @@ class PairEmbeddings:
     pairs: np.ndarray
     cache_key: str = ""
     cache_hit: bool = False
+    frozen_layers: int | None = None  # the frozen encoder's layers kept (None: all)
 
     def __post_init__(self) -> None:
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.sentences):
@@ -162,6 +191,7 @@ def embed_pairs(
     device: str | None = None,
     batch_size: int = 128,
     attention_backends: Sequence[str] | None = None,
+    frozen_layers: int | None = None,
 ) -> PairEmbeddings:
     """Frozen ``pooling`` embeddings of every distinct sentence of ``pairs`` (columns
     ``first`` and ``second``), from the cache in ``cache_dir`` when the same encoder
@@ -169,20 +199,23 @@ def embed_pairs(
     then) and stored there. ``attention_backends``: the attention kernels the encoding
     may use (the block's ``training.attention_backends``, as for its dev sets' frozen
     embeddings, which are encoded inside training; None: PyTorch's choice). They change
-    only the rounding, so the cache's key leaves them out, as it leaves the batch size."""
+    only the rounding, so the cache's key leaves them out, as it leaves the batch size.
+    ``frozen_layers``: the frozen encoder cut to its first layers (:func:`keep_first_layers`)."""
     sentences, rows = pair_sentences(pairs, first, second, dataset)
     torch_device = pick_device(device)
 
     def encode(texts: list[str]) -> np.ndarray:
         encoder = SentenceEncoder.load(encoder_name, pooling, batch_size, str(torch_device), attention_backends)
+        keep_first_layers(encoder.model, frozen_layers)
         return encoder.encode(texts, show_progress=True)
 
-    cache = embedding_cache(encode, cache_dir, encoder_name, pooling, torch_device)
+    cache = embedding_cache(encode, cache_dir, encoder_name, pooling, torch_device, frozen_layers)
     embeddings = np.asarray(cache(sentences), dtype=np.float32)
-    logger.info("%s: %d pairs, %d distinct sentences, frozen %s embeddings %s", dataset, len(rows), len(sentences),
-                pooling, "from the cache" if cache.hits else "computed and cached")
+    logger.info("%s: %d pairs, %d distinct sentences, frozen %s embeddings%s %s", dataset, len(rows),
+                len(sentences), pooling, "" if frozen_layers is None else f" of the first {frozen_layers} layers",
+                "from the cache" if cache.hits else "computed and cached")
     return PairEmbeddings(dataset, encoder_name, pooling, sentences, embeddings, rows, cache.key(sentences),
-                          cache.hits > 0)
+                          cache.hits > 0, frozen_layers)
 
 
 # --- the networks and the loss ---------------------------------------------------------
@@ -293,6 +326,8 @@ def build_clsr_model(method, encoder: nn.Module, tokenizer, pooling: str, *, enc
     before the networks are initialised, so loading the encoder never shifts them."""
     from accelerate.utils import set_seed
 
+    layers = method.pair_view.frozen_layers
+    keep_first_layers(encoder, layers)  # in place: the saved model is the encoder trained on
     encoder.requires_grad_(False)
     torch_device = pick_device(device)
     frozen_encoder: list[SentenceEncoder] = []  # built on the first miss only
@@ -302,17 +337,22 @@ def build_clsr_model(method, encoder: nn.Module, tokenizer, pooling: str, *, enc
             frozen_encoder.append(SentenceEncoder(encoder, tokenizer, pooling, device=torch_device))
         return frozen_encoder[0].encode(sentences)
 
-    frozen = embedding_cache(encode_frozen, cache_dir, encoder_name, pooling, torch_device) if cache_dir else encode_frozen
+    frozen = (embedding_cache(encode_frozen, cache_dir, encoder_name, pooling, torch_device, layers) if cache_dir
+              else encode_frozen)
     if seed is not None:
         set_seed(seed)
     return CLSRModel(int(encoder.config.hidden_size), method, frozen, pooling)
 
 
-def check_pair_embeddings(data: PairEmbeddings, encoder_name: str, pooling: str, hidden_size: int) -> None:
-    """The cached embeddings must come from the encoder and pooling being trained."""
-    if (data.encoder, data.pooling) != (encoder_name, pooling):
-        raise ValueError(f"{data.dataset}: the cached embeddings are {data.encoder}'s {data.pooling} pooling, but "
-                         f"the run asks for {encoder_name}'s {pooling} pooling")
+def check_pair_embeddings(data: PairEmbeddings, encoder_name: str, pooling: str, hidden_size: int,
+                          frozen_layers: int | None = None) -> None:
+    """The cached embeddings must come from the encoder, layers and pooling being trained."""
+    if (data.encoder, data.pooling, data.frozen_layers) != (encoder_name, pooling, frozen_layers):
+        def named(encoder, pool, layers):
+            return f"{encoder}'s {pool} pooling" + ("" if layers is None else f" of its first {layers} layers")
+
+        raise ValueError(f"{data.dataset}: the cached embeddings are {named(data.encoder, data.pooling, data.frozen_layers)}, "
+                         f"but the run asks for {named(encoder_name, pooling, frozen_layers)}")
     if data.embeddings.shape[1] != hidden_size:
         raise ValueError(f"{data.dataset}: embeddings of width {data.embeddings.shape[1]}, but {encoder_name} has "
                          f"hidden size {hidden_size}")

@@ -273,19 +273,25 @@ class CLSR(Preset):
     family: ClassVar[str] = "pairs"
     temperature: float = field(default=0.1, metadata=_TEMPERATURE)
     hidden_width: int | None = field(default=None, metadata=integer(1, null=True))
+    # The frozen encoder cut to its first layers (0: its token embeddings; null: all, the paper).
+    frozen_layers: int | None = field(default=None, metadata=integer(0, null=True))
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
             raise ValueError(f"clsr: temperature must be positive, got {self.temperature}")
         if self.hidden_width is not None and int(self.hidden_width) < 1:
             raise ValueError(f"clsr: hidden_width must be a positive integer or null, got {self.hidden_width}")
+        if self.frozen_layers is not None and int(self.frozen_layers) < 0:
+            raise ValueError(f"clsr: frozen_layers must be a non-negative integer or null, got {self.frozen_layers}")
 
     def expand(self):
-        return [Pairs(hidden_width=self.hidden_width)], [NTXent(temperature=self.temperature, head="projection")]
+        return ([Pairs(hidden_width=self.hidden_width, frozen_layers=self.frozen_layers)],
+                [NTXent(temperature=self.temperature, head="projection")])
 
     def describe(self, model) -> dict:
         hidden_size = model.encoder[0].in_features
-        return {"temperature": self.temperature, "hidden_width": Pairs(self.hidden_width).width(hidden_size)}
+        return {"temperature": self.temperature, "hidden_width": Pairs(self.hidden_width).width(hidden_size),
+                "frozen_layers": self.frozen_layers}
 
 
 # --- a method: a preset's views and terms, and those its block adds ------------------------

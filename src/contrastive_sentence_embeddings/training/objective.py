@@ -204,6 +204,9 @@ class Pairs(View):
     family: ClassVar[str | None] = "pairs"
     makes: ClassVar[tuple[str, ...]] = PAIR
     hidden_width: int | None = field(default=None, metadata=integer(1, null=True))
+    # The frozen encoder's first layers whose pooled states are embedded (0: its token
+    # embeddings; null: every layer): clsr.keep_first_layers.
+    frozen_layers: int | None = field(default=None, metadata=integer(0, null=True))
 
     def width(self, hidden_size: int) -> int:
         return int(self.hidden_width or hidden_size)

@@ -116,7 +116,8 @@ def train_on_pairs(
     config = method_block(block)
 
     def examples(tokenizer, model, training):
-        check_pair_embeddings(data, encoder_name, config.pooling, model.encoder[0].in_features)
+        check_pair_embeddings(data, encoder_name, config.pooling, model.encoder[0].in_features,
+                              config.method.pair_view.frozen_layers)
         pairs = first_examples(data.examples(), config)
         return pairs, PairCollate(data.embeddings, data.fingerprint), {
             "train_pairs": len(pairs), "train_sentences": len(data.sentences), "pairs_dataset": data.dataset,

@@ -82,7 +82,8 @@ def embed_pair_sentences(pairs, embedding_cache: str, encoder: str, block: Mappi
     dataset = config.data_label("pairs")
     first, second = pair_columns(pairs, dataset)
     return embed_pairs(pairs, first, second, dataset, encoder, embedding_cache, config.pooling,
-                       device=config.training.device, attention_backends=config.training.attention_backends)
+                       device=config.training.device, attention_backends=config.training.attention_backends,
+                       frozen_layers=config.method.pair_view.frozen_layers)
 
 
 def train_on_pairs(pair_embeddings: PairEmbeddings, raw_sts: Mapping, embedding_cache: str, encoder: str,

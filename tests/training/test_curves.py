@@ -125,6 +125,9 @@ def test_the_dev_curve_carries_the_selection_score_and_rings_the_kept_step():
     assert with_selection(merged_curve(), "dev_avg", 0)[SELECTION].dropna().tolist() == [83.26, 83.05, 82.99, 83.08]
     with pytest.raises(ValueError, match="no dev/sickr_trial column"):
         with_selection(merged_curve(), "sickr_trial", 0)
+    # A run scored by no dev scorer (a fan-out's other ranks): nothing to mark, nothing added.
+    unscored = merged_curve().filter(regex=r"^(?!dev/)")
+    pd.testing.assert_frame_equal(with_selection(unscored, "stsb_dev", 0), unscored)
 
 
 def test_the_loss_chart_file_has_each_term_in_long_form(tmp_path):

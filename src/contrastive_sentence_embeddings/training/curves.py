@@ -42,8 +42,11 @@ NOT_LOSS_COLUMNS = ("epoch", "lr", "examples_per_second", "peak_memory_gib")
 
 def with_selection(curve: pd.DataFrame, select_by: str, kept_step: int) -> pd.DataFrame:
     """``curve`` with :data:`SELECTION` (the ``select_by`` dev score, on the steps that
-    scored it) and :data:`KEPT` (1.0 at ``kept_step``'s scored row, 0.0 at the others)."""
+    scored it) and :data:`KEPT` (1.0 at ``kept_step``'s scored row, 0.0 at the others);
+    a curve without dev scores (a run with no dev scorer, a fan-out's other ranks) as it is."""
     column = f"{DEV_PREFIX}{select_by}"
+    if not any(str(name).startswith(DEV_PREFIX) for name in curve.columns):
+        return curve
     if column not in curve.columns:
         raise ValueError(f"the curve has no {column} column to mark the selection by")
     curve = curve.copy()

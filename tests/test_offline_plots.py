@@ -117,10 +117,21 @@ def test_dvc_plots_show_through_the_installed_page_loads_nothing_from_the_networ
     html = (out / "index.html").read_text(encoding="utf-8")
     assert remote_script_sources(html) == [] and "cdn.jsdelivr" not in html
     specs = [json.loads(spec) for spec in re.findall(r"var spec = (\{.*?\});\n\s*vegaEmbed", html, re.DOTALL)]
-    charts = {spec["title"]["text"].split(":")[0] + ":" + spec["encoding"]["y"]["field"]: spec for spec in specs}
+    def encoding(spec):  # the loss chart is faceted by term: its encoding is its inner spec's
+        return spec.get("encoding") or spec["spec"]["encoding"]
+
+    charts = {spec["title"]["text"].split(":")[0] + ":" + encoding(spec)["y"]["field"]: spec for spec in specs}
     tracked = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters.yml").read_text())["dvc"]["train"]
-    assert set(charts) == {f"{method}:{y}" for method in tracked for y in ("loss", "dev/dev_avg")}
+    assert set(charts) == {f"{method}:{y}" for method in tracked for y in ("value", "dev/selection")}
     for name, spec in charts.items():
-        y = spec["encoding"]["y"]["field"]
+        y = encoding(spec)["y"]["field"]
         values = [row[y] for row in spec["data"]["values"]]
         assert values and all(value != "" for value in values), name
+    for method in tracked:
+        # Each term of the loss in its own panel; one kept step ringed per seed on the dev chart.
+        terms = {row["term"] for row in charts[f"{method}:value"]["data"]["values"]}
+        assert "loss" in terms and len(terms) >= 2, terms
+        assert charts[f"{method}:value"]["facet"]["row"]["field"] == "term"
+        dev_rows = charts[f"{method}:dev/selection"]["data"]["values"]
+        kept = [row for row in dev_rows if float(row["dev/kept"]) == 1]
+        assert len(kept) == len({row.get("seed") for row in dev_rows}), kept

@@ -510,3 +510,33 @@ class ScratchHook:
         if self._guard is not None:
             self._guard.stop()
             self._guard = None
+
+
+class RunNameHook:
+    """A training node's namespace is the name of its run while it runs
+    (``training/run_name.py``: its log lines and progress bar name the run)."""
+
+    def __init__(self):
+        self._tokens: dict = {}
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        from contrastive_sentence_embeddings.training.run_name import TRAINING_TAG, name_run
+
+        if node.namespace and TRAINING_TAG in node.tags:
+            self._tokens[node.name] = name_run(node.namespace)
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        self._reset(node)
+
+    @hook_impl
+    def on_node_error(self, node) -> None:
+        self._reset(node)
+
+    def _reset(self, node) -> None:
+        from contrastive_sentence_embeddings.training.run_name import end_run
+
+        token = self._tokens.pop(node.name, None)
+        if token is not None:
+            end_run(token)

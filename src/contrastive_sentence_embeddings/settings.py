@@ -23,6 +23,7 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     GraphParametersHook,
     LeaderboardOrderingHook,
     RunLockHook,
+    RunNameHook,
     ScratchHook,
     SeedRunsHook,
     SingleProcessRunHook,
@@ -32,7 +33,6 @@ from contrastive_sentence_embeddings.hooks import (  # noqa: E402
     StrictParametersHook,
 )
 from contrastive_sentence_embeddings.log_handlers import RunLoggingHook  # noqa: E402
-from contrastive_sentence_embeddings.training.run_name import RunNameHook  # noqa: E402
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check

@@ -110,8 +110,9 @@ def test_clsr_preset_equals_the_pre_refactor_method_bit_for_bit(params):
 
 
 # Settings added to a preset after the oracle was frozen, with the default that keeps
-# the method as it was (pad_to_multiple_of 1: bucket widths not rounded).
-ADDED_SINCE_THE_ORACLE = {"declutr": {"pad_to_multiple_of": 1}}
+# the method as it was (pad_to_multiple_of 1: bucket widths not rounded; frozen_layers null:
+# the whole frozen encoder).
+ADDED_SINCE_THE_ORACLE = {"declutr": {"pad_to_multiple_of": 1}, "clsr": {"frozen_layers": None}}
 
 
 def test_presets_describe_themselves_as_before(tiny_bert):

@@ -23,27 +23,34 @@ def load_script(path: Path) -> ModuleType:
     return module
 
 
+def copy_project_configuration(root: Path) -> None:
+    """The project's configuration (``pyproject.toml``, ``params.yaml``, ``conf/`` without
+    ``conf/local``, then an empty ``conf/local``) and an empty ``src/`` in ``root``: a
+    project Kedro runs with the installed package."""
+    import shutil
+
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
+    shutil.copy(PROJECT_ROOT / "params.yaml", root)
+    shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
+    (root / "conf" / "local").mkdir()
+    (root / "src").mkdir()
+
+
 class ScratchProject:
     """A copy of the project's configuration (``conf/`` and the ``params.yaml`` overlay)
     in a scratch folder (the package itself is installed), chdir-ed into, reading the
     mirror. ``run`` goes through ``KedroSession`` like ``kedro run``."""
 
     def __init__(self, root: Path, mirror: Path, parameters: dict | None = None):
-        import shutil
-
         import yaml
         from kedro.framework.startup import bootstrap_project
 
         from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
 
         self.root = root
-        shutil.copy(PROJECT_ROOT / "pyproject.toml", root)
-        shutil.copy(PROJECT_ROOT / "params.yaml", root)
-        shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
-        (root / "conf" / "local").mkdir()
+        copy_project_configuration(root)
         if parameters:  # conf/local overrides conf/base key by key, as on a user's machine
             (root / "conf" / "local" / "parameters.yml").write_text(yaml.safe_dump(parameters))
-        (root / "src").mkdir()
         self.patch = pytest.MonkeyPatch()
         self.patch.chdir(root)
         self.patch.setenv(MIRROR_ENV_VAR, str(mirror))

@@ -21,6 +21,8 @@ from contrastive_sentence_embeddings.log_handlers import (
     install,
 )
 
+from tests.helpers import copy_project_configuration
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -116,16 +118,10 @@ def test_a_terminal_gets_rich_and_keeps_a_message_s_brackets(tmp_path, scratch_r
 def failed_run(tmp_path_factory, mirror_dir):
     """``kedro run --pipelines=baseline --params encoder=<a folder that is not there>``
     with its output piped, in a scratch copy of the project (conf/, params.yaml)."""
-    import shutil
-
     from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
 
     project = tmp_path_factory.mktemp("project")
-    shutil.copy(ROOT / "pyproject.toml", project)
-    shutil.copy(ROOT / "params.yaml", project)
-    shutil.copytree(ROOT / "conf", project / "conf", ignore=shutil.ignore_patterns("local"))
-    (project / "conf" / "local").mkdir()
-    (project / "src").mkdir()
+    copy_project_configuration(project)
     environment = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "DVC_NO_ANALYTICS": "1",
                    MIRROR_ENV_VAR: str(mirror_dir)}
     missing = project / "no_such_model"

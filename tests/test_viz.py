@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.helpers import copy_project_configuration
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_viz_site_builds_with_every_parameter_and_a_page_per_pipeline(tmp_path):
-    for name in ("pyproject.toml", "params.yaml"):
-        shutil.copy(ROOT / name, tmp_path)
-    shutil.copytree(ROOT / "conf", tmp_path / "conf", ignore=shutil.ignore_patterns("local"))
-    (tmp_path / "conf" / "local").mkdir()
-    (tmp_path / "src").mkdir()
+    copy_project_configuration(tmp_path)
     makefile = (ROOT / "Makefile").read_text()
     command = re.search(r"^viz: install\n\t\$\(BIN\)/(kedro viz build[^\n]*)$", makefile, re.M).group(1).split()
     assert "--include-hooks" in command

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,8 +57,9 @@ def make_repository(root: Path, encoder: Path) -> None:
         (root / keep.relative_to(PROJECT_ROOT)).touch()
     shared = root / "conf/base/parameters.yml"
     text = shared.read_text()
-    assert "  train: [declutr]\n  transfer: [declutr]\n" in text
-    shared.write_text(text.replace("  train: [declutr]\n  transfer: [declutr]\n", f"  train: [{METHOD}]\n  transfer: []\n"))
+    lists = re.compile(r"^  train: \[.*\]\n  transfer: \[.*\]\n", re.M)
+    assert lists.search(text), "conf/base/parameters.yml: the dvc block's two lists moved"
+    shared.write_text(lists.sub(f"  train: [{METHOD}]\n  transfer: []\n", text))
     (root / "conf/tiny").mkdir()
     (root / "conf/tiny/parameters.yml").write_text(yaml.safe_dump(tiny_environment(encoder)))
 

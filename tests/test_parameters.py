@@ -89,7 +89,8 @@ def test_the_shipped_parameters_resolve_every_seed_and_the_paper_keeps_its_encod
     validate_parameters(base)
     assert base["encoder"] == "sentence-transformers/all-MiniLM-L6-v2"
     seeds = {run: block["training"]["seed"] for run, block in run_blocks(base).items()}
-    assert seeds == {**{run: 42 for run in seeds}, **{f"simcse.seed{k}": k for k in (42, 43, 44)}}
+    assert seeds == {**{run: 42 for run in seeds},
+                     **{f"{method}.seed{k}": k for method in ("simcse", "declutr") for k in (42, 43, 44)}}
     assert base["data_processing"]["wiki_sentences"]["seed"] == base["data_processing"]["declutr_spans"]["seed"] == 42
     assert base["data_processing"]["on_bad_input"] == base["evaluation"]["on_bad_input"] == "skip"
 
@@ -115,7 +116,7 @@ def test_params_yaml_sits_above_the_environment_and_below_params(tmp_path):
         assert params["simcse"]["training"]["max_steps"] == 7, env  # over conf/base's 120 and conf/paper's null
         assert params["seed"] == 5 and params["data_processing"]["declutr_spans"]["seed"] == 5
         assert {run: block["training"]["seed"] for run, block in run_blocks(params).items()
-                if run.startswith("declutr")} == {"declutr.seed1": 1, "declutr.seed2": 2}
+                if run.split(".")[0] == "declutr"} == {"declutr.seed1": 1, "declutr.seed2": 2}
         assert params["scd"]["training"]["learning_rate"] == 3.0e-5  # a null knob: as configured
     assert project_parameters(root, env="paper")["encoder"] == "bert-base-uncased"  # null: conf/paper's
     runtime = {"seed": 9, "simcse": {"training": {"max_steps": 3}}}
@@ -221,8 +222,9 @@ def test_params_seed_and_encoder_reach_every_block_a_node_reads(tmp_path, mirror
             for run, block in blocks.items():
                 assert catalog.load(f"params:{run}") == block, run
             assert {run: block["training"]["seed"] for run, block in blocks.items()} == {
-                "simcse.seed42": 42, "simcse.seed43": 43, "simcse.seed44": 44,  # simcse's own seeds
-                **{name: 43 for name in ("scd", "imsimcse", "declutr", "clsr_stsb", "clsr_nli")}}
+                **{f"{method}.seed{k}": k for method in ("simcse", "declutr") for k in (42, 43, 44)},  # own seeds
+                **{name: 43 for name in ("scd", "imsimcse", "clsr_stsb", "clsr_nli", "simcse_decorrelation",
+                                         "scd_offdrop", "declutr_dcl")}}
     finally:
         project.close()
 

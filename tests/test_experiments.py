@@ -98,12 +98,39 @@ def test_experiments_are_ranked_by_the_method_the_grid_changed_and_the_unscored_
     assert [e.name for e in ranked] == ["lucky-run", "main", "plain-run"]
     assert [e.name for e in unranked] == ["later-run"]
     lines = ranking_table(experiments, "simcse").splitlines()
-    assert lines[0].split() == ["rank", "experiment", "simcse", "STS", "avg", "vs", "base", "p", "examples",
+    assert lines[0].split() == ["rank", "experiment", "STS", "avg", "vs", "base", "p", "examples",
                                 "seconds", "seed", "learning_rate"]
     assert lines[1].split() == ["1", "lucky-run", "(bbbbbbb)", "77.25", "+1.25", "0.001", "7680", "900", "42",
                                 "1e-05"]
     assert lines[3].split()[:5] == ["3", "plain-run", "(ccccccc)", "75", "-1.00"]
     assert lines[4].split() == ["-", "later-run", "(ddddddd)", "queued", "-", "-", "-", "-", "42", "5e-05"]
+
+
+def test_a_grid_over_the_longest_shipped_method_s_knobs_fits_120_columns():
+    """A user's grid over two knobs of a method with a long name (the shipped
+    simcse_decorrelation): the method is named in the title line only, and each
+    parameter by its shortest unambiguous suffix, so the table stays within 120 columns
+    with DVC's longest experiment names."""
+    method = "simcse_decorrelation"
+
+    def knobs(rate: float, temperature: float) -> dict:
+        return {"seed": 42, method: {"training": {"learning_rate": rate, "batch_size": 64},
+                                     "method": {"temperature": temperature}}}
+
+    def summary(score: float) -> dict:
+        return {"declutr": {"sts_avg": 79.12}, method: {"sts_avg": score, "vs_base": round(score - 73.69, 2),
+                                                        "p": 0.001, "examples": 1_920_000, "seconds": 12345}}
+
+    grid = [experiment_entry(f"unpaved-{word}", f"{k}" * 40, "success", knobs(rate, temperature),
+                             summary(76.0 + k / 10))
+            for k, (word, rate, temperature) in enumerate([("blaeberries", 1e-5, 0.05), ("quadrupling", 3e-5, 0.05),
+                                                          ("overstudied", 1e-5, 0.1), ("bamboozling", 3e-5, 0.1)],
+                                                         start=1)]
+    show = [commit_entry("main", "a" * 40, knobs(3e-5, 0.05), summary(76.0), experiments=grid)]
+    table = ranking_table(read_experiments(show), method)
+    assert max(map(len, table.splitlines())) <= 120, table
+    assert table.splitlines()[0].split()[-2:] == ["learning_rate", "temperature"]
+    assert len(table.splitlines()) == 6
 
 
 def test_the_command_reads_a_saved_json_and_refuses_a_method_no_run_has(tmp_path, capsys):

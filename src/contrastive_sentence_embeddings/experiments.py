@@ -6,8 +6,8 @@ queued or failed), takes each one's summary (``data/08_reporting/summary.json``,
 ``evaluation.summary``) and the parameters that differ between them, and prints one
 row per experiment, best first::
 
-    rank  experiment          simcse STS avg  vs base      p  examples  seconds  learning_rate  seed
-       1  exp-3a1b2 (9b41432)          79.54    +0.31  0.150      7680      612          1e-05    42
+    rank  experiment          STS avg  vs base      p  examples  seconds  learning_rate  seed
+       1  exp-3a1b2 (9b41432)    79.54    +0.31  0.150      7680      612          1e-05    42
 
 Experiments without a score (queued, running, failed) follow, unranked, with their
 state. The functions below are pure (they take the parsed JSON); :func:`main` runs DVC.
@@ -140,7 +140,9 @@ def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
     ranked, unranked = rank(experiments, model)
     params = changed_params(experiments)
     names = short_names(params)
-    header = ["rank", "experiment", f"{model} STS avg", "vs base", "p", "examples", "seconds", *names.values()]
+    # The model is named once, in the title line main() prints: a long method name
+    # (simcse_decorrelation) in every header would cost the table its 120 columns.
+    header = ["rank", "experiment", "STS avg", "vs base", "p", "examples", "seconds", *names.values()]
     rows = []
     for position, experiment in enumerate([*ranked, *unranked], start=1):
         scored = position <= len(ranked)

@@ -6,18 +6,20 @@ on one fact and every figure has one place that says which run produced it.
 docs/data_scale.md is the data-preparation benchmark's own page of results, docs/gpu.md the
 GPU benchmarks' (each figure there names the results file of the device run it comes from).
 
-The results page's main table is checked against the committed metrics files it was
-made from: each seed's record, their mean and sample standard deviation.
+The results page's results of record (its tables and the line naming the run) are
+checked against the committed files they were made from, every column
+(tests/results_tables.py renders them).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import statistics
 from pathlib import Path
 
 import pytest
+
+from tests.results_tables import TABLES, methods, record_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results.md"
@@ -78,41 +80,18 @@ def test_every_figure_a_page_quotes_is_on_the_results_page(page: Path):
                          "state: quote figures from the results page (and put new ones there first)")
 
 
-TASKS = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "sts_avg"]
+@pytest.mark.parametrize("name", [*TABLES, "summary"])
+def test_the_results_of_record_section_is_the_committed_files_every_column(name):
+    """docs/results.md's results of record are the committed leaderboard, dev curves and
+    run record rendered (tests/results_tables.py), every column of every row: a table
+    or line that differs from what the files give fails here, naming which."""
+    expected = record_summary() if name == "summary" else TABLES[name]()
+    text = RESULTS.read_text(encoding="utf-8")
+    assert expected in text, (f"docs/results.md does not hold the {name} table the committed files give; "
+                              f"`python -m tests.results_tables` prints it:\n{expected}")
 
 
-def main_table() -> dict[tuple[str, str], list[str]]:
-    """The results page's first table: (model, pooling) -> the STS cells, STS12 .. STS avg."""
-    lines = RESULTS.read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| model | pooling | n seeds |"))
-    rows = {}
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = [cell.strip().strip("*") for cell in line.strip("|").split("|")]
-        rows[(cells[0], cells[1])] = cells[3:3 + len(TASKS)]
-    return rows
-
-
-def record(name: str) -> dict:
-    return json.loads((ROOT / "data" / "08_reporting" / "metrics" / f"{name}.json").read_text(encoding="utf-8"))
-
-
-def cell(value: float, spread: float | None = None) -> str:
-    return f"{value:.2f}" if spread is None else f"{value:.2f} +- {spread:.2f}"
-
-
-@pytest.mark.parametrize(("row", "runs"), [
-    (("baseline", "mean"), ["baseline-mean"]),
-    (("baseline", "cls_before_pooler"), ["baseline-cls_before_pooler"]),
-    (("DeCLUTR", "mean"), ["declutr.seed42", "declutr.seed43", "declutr.seed44"]),
-    (("SimCSE", "cls_before_pooler"), ["simcse.seed42", "simcse.seed43", "simcse.seed44"]),
-])
-def test_the_main_table_equals_the_committed_metrics(row, runs):
-    shown = main_table()[row]
-    records = [record(run) for run in runs]
-    for task, text in zip(TASKS, shown):
-        values = [r[task] for r in records]
-        expected = (cell(values[0]) if len(values) == 1
-                    else cell(statistics.mean(values), statistics.stdev(values)))
-        assert text.split(" [")[0] == expected, f"{row} {task}: the page says {text}, the metrics give {expected}"
+def test_every_method_of_the_results_of_record_is_on_the_page():
+    text = RESULTS.read_text(encoding="utf-8")
+    for name in methods():
+        assert f"| {name} |" in text, name

@@ -45,8 +45,10 @@ def tiny_environment(encoder: Path) -> dict:
     }
 
 
-def make_repository(root: Path, encoder: Path) -> None:
-    """The project's DVC pipeline and configuration in a fresh git + DVC repository."""
+def make_repository(root: Path, encoder: Path, train: tuple[str, ...] = (METHOD,),
+                    transfer: tuple[str, ...] = ()) -> None:
+    """The project's DVC pipeline and configuration in a fresh git + DVC repository, DVC
+    tracking the methods ``train`` (and the transfer tasks of ``transfer``)."""
     for name in ("pyproject.toml", "params.yaml", "dvc.yaml", ".dvcignore", ".gitignore"):
         shutil.copy(PROJECT_ROOT / name, root / name)
     shutil.copytree(PROJECT_ROOT / "conf", root / "conf", ignore=shutil.ignore_patterns("local"))
@@ -59,7 +61,7 @@ def make_repository(root: Path, encoder: Path) -> None:
     text = shared.read_text()
     lists = re.compile(r"^  train: \[.*\]\n  transfer: \[.*\]\n", re.M)
     assert lists.search(text), "conf/base/parameters.yml: the dvc block's two lists moved"
-    shared.write_text(lists.sub(f"  train: [{METHOD}]\n  transfer: []\n", text))
+    shared.write_text(lists.sub(f"  train: [{', '.join(train)}]\n  transfer: [{', '.join(transfer)}]\n", text))
     (root / "conf/tiny").mkdir()
     (root / "conf/tiny/parameters.yml").write_text(yaml.safe_dump(tiny_environment(encoder)))
 

@@ -63,6 +63,19 @@ def seed_runs(rows: dict[str, dict], name: str) -> list[dict]:
                   key=lambda row: int(row["seed"]))
 
 
+def transfer_row(rows: dict[str, dict], name: str) -> tuple[str, dict] | None:
+    """The row holding ``name``'s transfer scores, labelled: its own, or for a method with
+    seeds its first seed's (``transfer@<method>`` scores that run)."""
+    candidates = [(name, rows[name])]
+    if int(rows[name]["n_seeds"] or 1) > 1:
+        first = seed_runs(rows, name)[0]
+        candidates.append((f"{name} (seed {first['seed']})", first))
+    for label, row in candidates:
+        if number(row.get("transfer_avg", "")) is not None:
+            return label, row
+    return None
+
+
 def record_table(root: Path = ROOT) -> str:
     """Every method's row (mean +- std over its seeds) and the two baseline rows."""
     rows = leaderboard_rows(root)
@@ -75,8 +88,10 @@ def record_table(root: Path = ROOT) -> str:
         kept = ", ".join(str(int(float(run["best_step"]))) for run in runs if run["best_step"] != "")
         seconds = number(row["train_seconds"])
         examples = number(row["examples_seen"])
+        transfer = transfer_row(rows, name)
         cells = [name, row["pooling"], row["status"], row["n_seeds"] or "1",
-                 *(score(row, key) for key in [*STS, "sts_avg"]), versus_base(row), score(row, "transfer_avg"),
+                 *(score(row, key) for key in [*STS, "sts_avg"]), versus_base(row),
+                 "" if transfer is None else score(transfer[1], "transfer_avg"),
                  kept, "" if examples is None else f"{examples:,.0f}",
                  "" if seconds is None else f"{seconds:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -89,11 +104,12 @@ def transfer_table(root: Path = ROOT) -> str:
     header = "| model | " + " | ".join(TRANSFER) + " | MRPC F1 | transfer avg |"
     lines = [header, "|" + "---|" * (header.count(" | ") + 1)]
     for name in [*BASELINE_ROWS, *methods(root)]:
-        row = rows[name]
-        if number(row.get("transfer_avg", "")) is None:
+        found = transfer_row(rows, name)
+        if found is None:
             continue
-        lines.append("| " + " | ".join([name, *(f"{float(row[key]):.2f}" for key in [*TRANSFER, "MRPC_f1",
-                                                                                      "transfer_avg"])]) + " |")
+        label, row = found
+        lines.append("| " + " | ".join([label, *(f"{float(row[key]):.2f}" for key in [*TRANSFER, "MRPC_f1",
+                                                                                       "transfer_avg"])]) + " |")
     return "\n".join(lines)
 
 
@@ -121,7 +137,10 @@ def learning_table(root: Path = ROOT) -> str:
             start = dict(points)[0]
             kept_step = kept[0]
             at_kept = dict(points)[kept_step]
-            lines.append(f"| {label} | {', '.join(str(step) for step, _ in points)} | {start:.2f} | {kept_step} "
+            steps = [step for step, _ in points]
+            shown = (", ".join(map(str, steps)) if len(steps) <= 6
+                     else f"{steps[0]}, {steps[1]}, ..., {steps[-1]} ({len(steps)})")
+            lines.append(f"| {label} | {shown} | {start:.2f} | {kept_step} "
                          f"| {at_kept:.2f} | {at_kept - start:+.2f} | {points[-1][1]:.2f} |")
     return "\n".join(lines)
 
@@ -157,10 +176,10 @@ def fill(page: Path, root: Path = ROOT) -> str:
 
     text = page.read_text(encoding="utf-8")
     for name, render in {"summary": record_summary, **TABLES}.items():
-        pattern = re.compile(rf"(<!-- results:{name} -->\n).*?(\n<!-- /results:{name} -->)", re.S)
+        pattern = re.compile(rf"(<!-- results:{name} -->\n)(?:.*?\n)?(<!-- /results:{name} -->)", re.S)
         if not pattern.search(text):
             raise SystemExit(f"{page}: no <!-- results:{name} --> block")
-        text = pattern.sub(lambda match: match.group(1) + render(root) + match.group(2), text)
+        text = pattern.sub(lambda match: match.group(1) + render(root) + "\n" + match.group(2), text)
     return text
 
 

@@ -33,7 +33,7 @@ from contrastive_sentence_embeddings.experiments import (
 from tests.helpers import PROJECT_ROOT
 
 # The command README.md documents for comparing experiments (checked against it below).
-EXP_SHOW = ["exp", "show", "--only-changed", "--drop", r"Created|State|Executor|.*\.p$",
+EXP_SHOW = ["exp", "show", "--only-changed", "--hide-failed", "--hide-queued", "--drop", r"Created|State|Executor|.*\.p$",
             "--sort-by", "simcse.sts_avg", "--sort-order", "desc"]
 
 
@@ -44,9 +44,14 @@ def commit_entry(name: str, rev: str, params: dict, summary: dict | None, experi
                      "metrics": {SUMMARY_FILE: {"data": summary}} if summary else {}, "deps": {}, "outs": {}}}
 
 
-def experiment_entry(name: str, rev: str, state: str | None, params: dict, summary: dict | None) -> dict:
-    executor = None if state is None else {"state": state, "name": "dvc-task", "local": {}}
-    return {"name": name, "executor": executor, "revs": [commit_entry(name, rev, params, summary)]}
+def experiment_entry(name: str, rev: str, state: str | None, params: dict, summary: dict | None,
+                     log: str | None = None, returncode: int | None = None) -> dict:
+    executor = None if state is None else {"state": state, "name": "dvc-task",
+                                           "local": {"log": log, "returncode": returncode}}
+    revision = commit_entry(name, rev, params, summary)
+    if state == "failed":  # as DVC's queue reports one (celery.py, collect_failed_data)
+        revision["error"] = {"msg": "Experiment run failed", "type": ""}
+    return {"name": name, "executor": executor, "revs": [revision]}
 
 
 def simcse(sts_avg: float) -> dict:
@@ -151,6 +156,8 @@ import json, os, yaml
 params = yaml.safe_load(open("params.yaml"))
 summary = json.load(open("committed_summary.json"))
 rate, seed = float(params["simcse"]["training"]["learning_rate"]), int(params["seed"])
+if rate <= 0:
+    raise SystemExit(f"Error: simcse.training.learning_rate = {rate:g} (set in params.yaml): must be > 0")
 score = round(70 + rate * 1e5 + seed / 100, 2)
 summary["simcse"] = {"sts_avg": score, "vs_base": round(score - 73.69, 2), "p": round(0.5 / (1 + rate * 1e5), 3),
                      "examples": 7680, "seconds": int(900 + rate * 1e7 + seed)}
@@ -192,7 +199,13 @@ def grid(tmp_path_factory):
     run(["git", "add", "-A"], repo)
     run(["git", "commit", "-qm", "its results"], repo)
     dvc("exp", "run", "--queue", "-S", "simcse.training.learning_rate=1.0e-5,5.0e-5", "-S", "seed=42,43", cwd=repo)
-    dvc("exp", "run", "--run-all", cwd=repo)
+    # One more run that fails, as a bad value would in the project (its summary stays the workspace's).
+    dvc("exp", "run", "--queue", "-S", "simcse.training.learning_rate=-1", cwd=repo)
+    environment = {**os.environ, "DVC_NO_ANALYTICS": "1",
+                   "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "dvc", "exp", "run", "--run-all"], cwd=repo, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert "Failed" in dvc("queue", "status", cwd=repo), done.stdout + done.stderr
     return repo
 
 
@@ -221,7 +234,8 @@ def test_dvc_metrics_diff_lists_the_summary_a_metric_a_line_within_120_columns(g
     table = dvc("metrics", "diff", "--all", cwd=grid)
     assert max(map(len, table.splitlines())) <= 120
     assert re.search(r"summary\.json\s+simcse\.sts_avg\s+73\.42\s+73\.42", table), table
-    assert re.search(r"summary\.json\s+declutr\.vs_base\s+0\.35", table), table
+    committed = json.loads((PROJECT_ROOT / SUMMARY_FILE).read_text())["declutr"]["vs_base"]
+    assert re.search(rf"summary\.json\s+declutr\.vs_base\s+{re.escape(f'{committed:g}')}\s", table), table
 
 
 @pytest.mark.integration
@@ -229,14 +243,51 @@ def test_the_ranking_command_ranks_the_grid_by_sts_avg(grid):
     out = run([sys.executable, "-m", "contrastive_sentence_embeddings", "experiments"], grid,
               PYTHONPATH=str(PROJECT_ROOT / "src"))
     lines = out.splitlines()
-    assert lines[0] == f"5 experiment(s), ranked by simcse's STS avg ({SUMMARY_FILE}):"
+    assert lines[0] == f"6 experiment(s), ranked by simcse's STS avg ({SUMMARY_FILE}):"
     assert max(map(len, lines)) <= 120
-    rows = [line.split() for line in lines[2:]]
+    failed = [line.split() for line in lines[2:] if line.split()[0] == "-"]
+    assert len(failed) == 1 and failed[0][3] == "failed" and failed[0][4:8] == ["-"] * 4, out
+    assert re.search(r"failed: Error: simcse.training.learning_rate = -1 \(set in params.yaml\): must be > 0", out), out
+    rows = [line.split() for line in lines[2:7]]
     assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]
     # learning rate and seed are the last two columns; the score is the fourth
     assert [row[3] for row in rows] == [expected_score(float(row[-1]), int(row[-2])) for row in rows]
     assert [float(row[3]) for row in rows] == sorted((float(row[3]) for row in rows), reverse=True)
     assert {row[-1] for row in rows} == {"1e-05", "3e-05", "5e-05"}
+
+
+def test_a_failed_running_or_queued_run_shows_its_state_and_error_never_a_score(tmp_path, capsys):
+    """DVC shows a failed or queued run with the summary of the workspace it was queued
+    from (here the commit's 76.5, which would rank it 2nd); it is listed unranked with
+    its state and no number, and a failed run's error line is read from its log."""
+    log = tmp_path / "failed-run.out"
+    log.write_text("Running stage 'train@simcse':\n> kedro run --namespaces=simcse\n"
+                   "Error: simcse.training.learning_rate = -1 (set in params.yaml): must be > 0\n"
+                   "ERROR: failed to reproduce 'train@simcse': failed to run: kedro run, exited with 1\n")
+    show = [commit_entry("main", "a" * 40, params(3e-5, 42), simcse(76.5), experiments=[
+        experiment_entry("good-run", "b" * 40, "success", params(1e-5, 42), simcse(77.25)),
+        experiment_entry("bad-run", "c" * 40, "failed", params(-1, 42), simcse(76.5), str(log), 255),
+        experiment_entry("lost-log", "d" * 40, "failed", params(-2, 42), simcse(76.5), str(tmp_path / "gone"), 1),
+        experiment_entry("busy-run", "e" * 40, "running", params(2e-5, 42), simcse(76.5)),
+        experiment_entry("next-run", "f" * 40, "queued", params(4e-5, 42), simcse(76.5)),
+    ])]
+    experiments = read_experiments(show)
+    assert [e.error for e in experiments if e.state == "failed"] == [
+        "Error: simcse.training.learning_rate = -1 (set in params.yaml): must be > 0",
+        "Experiment run failed (exit 1)"]
+    ranked, unranked = rank(experiments, "simcse")
+    assert [e.name for e in ranked] == ["good-run", "main"]
+    assert [e.name for e in unranked] == ["bad-run", "lost-log", "busy-run", "next-run"]
+    rows = [line.split() for line in ranking_table(experiments, "simcse").splitlines()[1:]]
+    for row, state in zip(rows[2:], ["failed", "failed", "running", "queued"]):
+        assert row[0] == "-" and row[3] == state and row[4:8] == ["-"] * 4, row
+    assert "76.5" not in " ".join(" ".join(row) for row in rows[2:])
+    saved = tmp_path / "show.json"
+    saved.write_text(json.dumps(show))
+    assert main(["--json", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "bad-run failed: Error: simcse.training.learning_rate = -1 (set in params.yaml): must be > 0" in out
+    assert "dvc queue logs" in out
 
 
 def test_a_score_the_summary_marks_stale_is_ranked_and_says_so():

@@ -9,8 +9,12 @@ row per experiment, best first::
     rank  experiment          STS avg  vs base      p  examples  seconds  learning_rate  seed
        1  exp-3a1b2 (9b41432)    79.54    +0.31  0.150      7680      612          1e-05    42
 
-Experiments without a score (queued, running, failed) follow, unranked, with their
-state. The functions below are pure (they take the parsed JSON); :func:`main` runs DVC.
+Only the commit's row and experiments that ran to the end (DVC's ``success``) are
+ranked. The others (queued, running, failed) follow, unranked, with their state and no
+number: DVC collects a failed or queued run's files from the workspace it was queued
+from, so the summary it shows for one is another run's. Under the table, each failed
+run's error (the first line that says so in its log) and how to read the whole log.
+The functions below are pure (they take the parsed JSON); :func:`main` runs DVC.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import math
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contrastive_sentence_embeddings.config import flatten
@@ -42,6 +46,47 @@ class Experiment:
     state: str
     params: Mapping[str, Any] = field(default_factory=dict)
     summary: Mapping[str, Mapping] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def scored(self) -> bool:
+        """Whether its files are its own: the commit's, or an experiment's that ran to the end."""
+        return self.state in SCORED_STATES
+
+
+# DVC's states whose metrics a run produced itself; a queued, running or failed one shows the
+# workspace's (or a half-written) summary.
+SCORED_STATES = ("commit", "success")
+
+
+def error_line(log: str) -> str:
+    """The line of a run's log that says why it failed: the project's one-line ``Error:``
+    (cli.py prints every known failure so), else DVC's ``ERROR:``, else the last line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for prefix in ("Error:", "ERROR:"):
+        for line in lines:
+            if line.startswith(prefix):
+                return line
+    return lines[-1] if lines else ""
+
+
+def _failure(experiment: Mapping, revision: Mapping) -> str:
+    """A failed run's error line, from the log DVC's queue kept (``executor.local.log``),
+    else DVC's own error text and the exit code."""
+    local = (experiment.get("executor") or {}).get("local") or {}
+    log = local.get("log")
+    if log:
+        try:
+            with open(log, encoding="utf-8", errors="replace") as handle:
+                line = error_line(handle.read())
+            if line:
+                return line
+        except OSError:
+            pass
+    message = ((revision.get("error") or {}).get("msg") if isinstance(revision.get("error"), Mapping)
+               else revision.get("error")) or "failed"
+    code = local.get("returncode")
+    return f"{message} (exit {code})" if code not in (None, 0) else str(message)
 
 
 def _experiment(name: str, revision: Mapping, state: str) -> Experiment:
@@ -49,9 +94,11 @@ def _experiment(name: str, revision: Mapping, state: str) -> Experiment:
     params = {f"{file}:{key}": value for file, content in (data.get("params") or {}).items()
               for key, value in flatten((content or {}).get("data") or {}).items()}
     summary = ((data.get("metrics") or {}).get(SUMMARY_FILE) or {}).get("data") or {}
-    if revision.get("error") and state in ("success", "commit"):
+    error = revision.get("error")
+    message = str((error.get("msg") if isinstance(error, Mapping) else error) or "") if error else ""
+    if error and state in ("success", "commit"):
         state = "failed"
-    return Experiment(name, str(revision.get("rev") or "")[:7], state, params, summary)
+    return Experiment(name, str(revision.get("rev") or "")[:7], state, params, summary, message)
 
 
 def read_experiments(show: Sequence[Mapping]) -> list[Experiment]:
@@ -67,7 +114,10 @@ def read_experiments(show: Sequence[Mapping]) -> list[Experiment]:
         for experiment in entry.get("experiments") or []:
             state = (experiment.get("executor") or {}).get("state") or "success"
             for revision in (experiment.get("revs") or [])[:1]:
-                experiments.append(_experiment(experiment.get("name") or revision.get("name") or "", revision, state))
+                found = _experiment(experiment.get("name") or revision.get("name") or "", revision, state)
+                if found.state == "failed":
+                    found = replace(found, error=_failure(experiment, revision))
+                experiments.append(found)
     return experiments
 
 
@@ -109,7 +159,9 @@ def sts_avg(experiment: Experiment, model: str) -> float | None:
 
 def default_model(experiments: Sequence[Experiment]) -> str | None:
     """The model to rank by when none is named: the first whose STS average differs
-    between the experiments (what the grid changed), else the first trained model."""
+    between the experiments that have scores (what the grid changed), else the first
+    trained model."""
+    experiments = [e for e in experiments if e.scored]
     models = trained_models(experiments)
     for model in models:
         if len({sts_avg(e, model) for e in experiments if sts_avg(e, model) is not None}) > 1:
@@ -118,9 +170,10 @@ def default_model(experiments: Sequence[Experiment]) -> str | None:
 
 
 def rank(experiments: Sequence[Experiment], model: str) -> tuple[list[Experiment], list[Experiment]]:
-    """Those with an STS average for ``model``, best first; and the others, in order."""
-    scored = [e for e in experiments if sts_avg(e, model) is not None]
-    return sorted(scored, key=lambda e: -sts_avg(e, model)), [e for e in experiments if sts_avg(e, model) is None]
+    """Those that ran to the end with an STS average for ``model``, best first; and the
+    others (no score, or queued, running, failed), in order."""
+    scored = [e for e in experiments if e.scored and sts_avg(e, model) is not None]
+    return sorted(scored, key=lambda e: -sts_avg(e, model)), [e for e in experiments if e not in scored]
 
 
 def _cell(value: Any) -> str:
@@ -146,7 +199,8 @@ def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
     rows = []
     for position, experiment in enumerate([*ranked, *unranked], start=1):
         scored = position <= len(ranked)
-        scores = experiment.summary.get(model) or {}
+        # An unranked run's summary is not its own (module docstring): none of it is shown.
+        scores = (experiment.summary.get(model) or {}) if scored else {}
         difference = scores.get("vs_base")
         rows.append([
             str(position) if scored else "-",
@@ -214,6 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"{len(experiments)} experiment(s), ranked by {model}'s STS avg ({SUMMARY_FILE}):")
     print(ranking_table(experiments, model))
+    failed = [e for e in experiments if e.state == "failed"]
+    for experiment in failed:
+        print(f"{experiment.name} failed: {experiment.error}")
+    if failed:
+        print("(the whole log of a failed run: `dvc queue logs <experiment>`; "
+              "`dvc queue remove --failed` removes them)")
     if all(experiment.state == "commit" for experiment in experiments):
         print("(no DVC experiment yet, only the commit's results: queue a grid with `dvc exp run --queue -S ...` "
               "and run it with `dvc queue start`)", file=sys.stderr)

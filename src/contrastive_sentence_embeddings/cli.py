@@ -30,6 +30,7 @@ from contrastive_sentence_embeddings.data.report import BadInputError
 from contrastive_sentence_embeddings.data.sts_hub import HubLayoutError
 from contrastive_sentence_embeddings.encoders import EncoderUnavailable
 from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
+from contrastive_sentence_embeddings.model_integrity import BrokenModelFolder
 from contrastive_sentence_embeddings.log_handlers import RUN_LOG
 from contrastive_sentence_embeddings.run_locks import LockHeld
 from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
@@ -37,8 +38,8 @@ from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointEr
 
 # Failures whose message already names the file or parameter and the fix: the user gets
 # that message alone, the traceback goes to the run log (logs/kedro.log).
-KNOWN_FAILURES = (EncoderUnavailable, RawDataUnavailable, RawSourceChanged, ParameterError, BadInputError,
-                  SourceError, HubLayoutError, LockHeld, LauncherRunRefused, NoSpaceLeftError,
+KNOWN_FAILURES = (EncoderUnavailable, BrokenModelFolder, RawDataUnavailable, RawSourceChanged, ParameterError,
+                  BadInputError, SourceError, HubLayoutError, LockHeld, LauncherRunRefused, NoSpaceLeftError,
                   CorruptCheckpointError)
 
 PARAMS_HELP = (

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.encoders import explained_encoder_failure, resolve_encoder
+from contrastive_sentence_embeddings.model_integrity import check_loaded_model, check_recorded_files
 from contrastive_sentence_embeddings.pooling import check_pooling, needs_hidden_states, pool_outputs
 
 logger = logging.getLogger(__name__)
@@ -307,9 +308,11 @@ class SentenceEncoder:
         pooling = pooling or (default_pooling(source) if Path(source).is_dir() else None)
         if pooling is None:
             raise ValueError(f"{name_or_path}: the model does not declare a pooling method; pass one")
+        check_recorded_files(source)  # before loading: a missing file is named, not guessed around
         with explained_encoder_failure(name_or_path, source):
             tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True)
             model = AutoModel.from_pretrained(source)
+        check_loaded_model(source, tokenizer, model)
         head = load_dense_head(source) if Path(source).is_dir() else None
         logger.info("encoder %s loaded from %s (pooling %s%s)", name_or_path, source, pooling,
                     f", then {len(dense_layers(head))} dense layer(s)" if head is not None else "")

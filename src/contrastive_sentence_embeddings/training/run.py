@@ -27,6 +27,7 @@ from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spa
 from contrastive_sentence_embeddings.pooling import check_pooling
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder  # also named here by callers
+from contrastive_sentence_embeddings.model_integrity import check_loaded_model, check_recorded_files
 from contrastive_sentence_embeddings.training.trainer import SettingsRead, TrainingResult, tokenize_sentences, train
 
 
@@ -46,8 +47,11 @@ def load_pretrained(name: str):
     from transformers import AutoModel, AutoTokenizer
 
     source = resolve_encoder(name)
+    check_recorded_files(source)
     with explained_encoder_failure(name, source):
-        return AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
+        model, tokenizer = AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source, use_fast=True)
+    check_loaded_model(source, tokenizer, model)
+    return model, tokenizer
 
 
 def method_block(block: Mapping | MethodBlock, where: str = "method") -> MethodBlock:

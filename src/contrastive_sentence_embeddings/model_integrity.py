@@ -20,6 +20,7 @@ copy, a downloaded checkpoint): the first check needs the saver's record, the ot
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -66,12 +67,38 @@ def recorded_file_problems(folder: Path, metadata: Mapping) -> list[str]:
     return problems
 
 
+def metadata_problem(folder: Path) -> str | None:
+    """What is wrong with the folder's ``cse_metadata.json`` (cut short, not JSON, not an
+    object); None when it reads or there is none."""
+    file = folder / METADATA_FILE
+    if not file.is_file():
+        return None
+    try:
+        content = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        return f"{METADATA_FILE} is not UTF-8 text ({error.reason} at byte {error.start})"
+    except json.JSONDecodeError as error:
+        return f"{METADATA_FILE} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}: cut short?)"
+    if not isinstance(content, dict):
+        return f"{METADATA_FILE} holds a JSON {type(content).__name__}, not the saver's object"
+    return None
+
+
+def folder_problems(folder: str | Path) -> list[str]:
+    """Everything wrong with a saved model folder that can be seen without loading it:
+    its metadata file, then the files that file records (:func:`recorded_file_problems`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    problem = metadata_problem(folder)
+    if problem:
+        return [problem]
+    return recorded_file_problems(folder, read_metadata(folder))
+
+
 def check_recorded_files(folder: str | Path) -> None:
     """Raise :class:`BrokenModelFolder` when a file the saver recorded is missing or resized."""
-    folder = Path(folder)
-    if not folder.is_dir() or not (folder / METADATA_FILE).is_file():
-        return
-    problems = recorded_file_problems(folder, read_metadata(folder))
+    problems = folder_problems(folder)
     if problems:
         raise BrokenModelFolder(
             f"model folder {folder}: {'; '.join(problems)} (its {METADATA_FILE} lists every file the saver wrote); "

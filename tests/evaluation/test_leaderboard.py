@@ -279,8 +279,9 @@ def test_a_record_without_its_model_here_is_carried(checkout):
     assert "not the one scored" in leaderboard.record_status(runs["simcse.seed44"], today())[1][0]
     # A record of the repository's older format (no provenance, no fingerprint) is carried.
     committed = json.loads((PROJECT_ROOT / "data/08_reporting/metrics/simcse.json").read_text())
-    assert "provenance" not in committed
-    assert leaderboard.record_status(committed, today())[0] == leaderboard.CARRIED
+    older = {key: value for key, value in committed.items() if key not in ("provenance", "model_fingerprint")}
+    assert leaderboard.record_status(older, today()) == (
+        leaderboard.CARRIED, ["no provenance and no model fingerprint (written before records carried them)"])
 
 
 def test_the_scores_of_an_earlier_model_of_the_folder_are_stale_and_say_what_to_rerun(tmp_path):
@@ -488,8 +489,11 @@ def test_a_fresh_run_keeps_every_committed_number_on_the_page_as_carried(tmp_pat
     table, metrics = board(fresh, parameters, full=committed)
     rows = table.set_index("model")
     assert rows.loc["declutr", "status"] == leaderboard.CURRENT and math.isnan(rows.loc["declutr", "transfer_avg"])
-    # DeCLUTR retrained here: the committed transfer scores are of other weights, kept apart, carried.
-    earlier = rows.loc["declutr (earlier model)"]
+    # DeCLUTR retrained here: the committed transfer scores are of other weights, kept apart, carried
+    # (under their own run's name when the results of record trained seeds: declutr.seed42).
+    committed_run = committed["declutr"]["model"]["name"]
+    kept_apart = "declutr (earlier model)" if committed_run == "declutr" else committed_run
+    earlier = rows.loc[kept_apart]
     assert earlier["status"] == leaderboard.CARRIED
     assert earlier["transfer_avg"] == pytest.approx(committed["declutr"]["transfer_avg"])
     # The baseline's weights are the installed package's in every clone: when the committed
@@ -500,12 +504,13 @@ def test_a_fresh_run_keeps_every_committed_number_on_the_page_as_carried(tmp_pat
         assert rows.loc["baseline-mean", "transfer_avg"] == pytest.approx(committed["baseline-mean"]["transfer_avg"])
     markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
     own, carried = markdown.split("## Carried from the repository", 1)
-    assert "earlier model" not in own
-    assert "| declutr (earlier model) |" in carried
+    assert "earlier model" not in own and kept_apart not in own
+    assert f"| {kept_apart} |" in carried
     assert f"{committed['declutr']['transfer_avg']:.2f}" in carried
     # Without statuses (no way to tell a carried record) an entry of other weights is still left out.
     assert list(leaderboard.newest_metrics(
-        {"declutr": {**fresh["declutr"], "model_fingerprint": "new"}}, {"declutr": committed["declutr"]})) == \
+        {"declutr": {**fresh["declutr"], "model_fingerprint": "new"}},
+        {"declutr": {**committed["declutr"], "model": {**committed["declutr"]["model"], "name": "declutr"}}})) == \
         ["declutr"]
 
 
@@ -659,3 +664,30 @@ def test_one_machine_is_named_once_and_the_page_says_which_checkout_built_it(che
     label = provenance.environment_label(provenance.environment_record())
     assert f"Every score here was computed on one environment: {label}." in markdown
     assert "| env |" not in markdown
+
+
+def test_a_model_folder_with_a_cut_metadata_file_or_a_lost_file_is_named_as_broken(tmp_path):
+    """Not "other fingerprint": the folder's damage is named, file by file."""
+    from contrastive_sentence_embeddings.model_fingerprint import FINGERPRINT_KEY, content_fingerprint
+
+    once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
+    folder = tmp_path / "data/06_models/simcse"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights of 12 steps")
+    (folder / "tokenizer.json").write_text("{}")
+    recorded = content_fingerprint(folder)
+    metadata = json.dumps({FINGERPRINT_KEY: recorded, "saved_at": "2027-01-01T09:00:00+00:00"})
+    (folder / "cse_metadata.json").write_text(metadata)
+    scored = record("simcse", 74.0, folder, recorded["digest"], parameters=once)
+    assert leaderboard.record_status(scored, today(once)) == (leaderboard.CURRENT, [])
+
+    (folder / "cse_metadata.json").write_text(metadata[: len(metadata) // 2])
+    status, [reason] = leaderboard.record_status(scored, today(once))
+    assert status == leaderboard.CARRIED
+    assert reason.startswith(f"the model folder {folder} is broken: cse_metadata.json is not valid JSON (")
+    assert "other fingerprint" not in reason
+
+    (folder / "cse_metadata.json").write_text(metadata)
+    (folder / "tokenizer.json").unlink()
+    status, [reason] = leaderboard.record_status(scored, today(once))
+    assert status == leaderboard.CARRIED and "is broken: tokenizer.json is missing" in reason

@@ -149,6 +149,15 @@ def model_here(path: str, trained: bool) -> str | None:
     return model_fingerprint(path)
 
 
+def broken_model_here(path: str) -> str | None:
+    """What is wrong with the model folder at ``path`` in this checkout (a metadata file
+    cut short, a recorded file missing or resized: ``model_integrity.folder_problems``);
+    None when nothing is, or ``path`` is no folder here."""
+    from contrastive_sentence_embeddings.model_integrity import folder_problems
+
+    return "; ".join(folder_problems(path)) or None
+
+
 def earlier_models_here(path: str) -> Mapping[str, str | None]:
     """The fingerprints of the models the folder ``path`` held before its current one
     (``model_fingerprint.earlier_models``; none for a Hub id)."""
@@ -202,6 +211,7 @@ class Today:
     fingerprint_of: Callable[[str, bool], str | None] = model_here
     baseline_transfer_poolings: tuple[str, ...] = ()
     earlier_models_of: Callable[[str], Mapping[str, str | None]] = earlier_models_here
+    broken_of: Callable[[str], str | None] = broken_model_here
 
     @classmethod
     def from_parameters(cls, parameters: Mapping, fingerprint_of: Callable[[str, bool], str | None] = model_here,
@@ -263,6 +273,12 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
     baseline = method == "baseline"
     if not path or not fingerprint:
         return CARRIED, ["no provenance and no model fingerprint (written before records carried them)"]
+    # A damaged folder is named as such, not taken for another model (its fingerprint
+    # would be computed from what is left of it).
+    broken = today.broken_of(path)
+    if broken:
+        return CARRIED, [f"the model folder {path} is broken: {broken}; restore it (`dvc checkout`) or train "
+                         "the model again"]
     here = today.fingerprint_of(path, not baseline)
     if here is None:
         return CARRIED, [f"no model at {path}"]

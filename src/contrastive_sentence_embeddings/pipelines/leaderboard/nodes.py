@@ -11,6 +11,7 @@ import pandas as pd
 
 from contrastive_sentence_embeddings.config import LeaderboardConfig, parse_strict
 from contrastive_sentence_embeddings.evaluation import leaderboard
+from contrastive_sentence_embeddings.evaluation.records import read_records
 
 logger = logging.getLogger(__name__)
 # The summary's own logger: conf/logging.yml prints it without rich's columns, which
@@ -33,8 +34,9 @@ def build_leaderboard(
     config = parse_strict(LeaderboardConfig, parameters.get("leaderboard") or {}, "leaderboard")
     today = leaderboard.Today.from_parameters(parameters)
     metrics = leaderboard.newest_metrics(
-        leaderboard.with_status({name: load() for name, load in model_metrics.items()}, today, "sts"),
-        leaderboard.with_status({name: load() for name, load in full_model_metrics.items()}, today, "transfer"))
+        leaderboard.with_status(read_records(model_metrics, "data/08_reporting/metrics"), today, "sts"),
+        leaderboard.with_status(read_records(full_model_metrics, "data/08_reporting/metrics_full"), today,
+                                "transfer"))
     if not metrics:
         raise ValueError("data/08_reporting/metrics is empty: run the baseline or a method's pipeline first")
     reported = leaderboard.load_reported_results()

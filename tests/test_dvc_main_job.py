@@ -91,6 +91,44 @@ def test_after_the_main_job_on_a_fresh_clone_an_experiment_reruns_only_what_its_
     assert not (clone / f"data/06_models/{OTHER}").exists()
 
 
+def _files(folder: Path, paths: list[str]) -> dict[str, bytes]:
+    """Every file under ``paths`` (files or folders) with its bytes."""
+    found = {}
+    for path in paths:
+        target = folder / path
+        for file in ([target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file())):
+            found[file.relative_to(folder).as_posix()] = file.read_bytes()
+    return found
+
+
+@pytest.mark.parametrize("setting, said", [
+    (f"{METHOD}.training.learning_rate=-1", "learning_rate"),
+    (f"{METHOD}.training.batch_size=abc", "batch_size"),
+    (f"+{METHOD}.training.learning_rat=1e-4", "did you mean learning_rate"),  # DVC adds a new key with +
+])
+def test_an_experiment_with_a_bad_value_stops_and_leaves_the_results_in_place(results_of_record, setting, said):
+    """``dvc exp run -S`` with a value the strict check refuses: DVC would remove the
+    stage's outputs before running it (the `cache: false` metrics and curves for good);
+    with ``persist`` the run stops with the one-line error and every result is as it was."""
+    root, _ = results_of_record
+    kept = [f"data/06_models/{METHOD}", f"data/08_reporting/metrics/{METHOD}.json",
+            f"data/08_reporting/training_curves/{METHOD}.csv", f"data/08_reporting/mteb/{METHOD}",
+            "data/08_reporting/summary.json", "data/08_reporting/leaderboard.md"]
+    before = _files(root, kept)
+    assert f"data/06_models/{METHOD}/model.safetensors" in before and f"data/08_reporting/metrics/{METHOD}.json" in before
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update({"PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+                "KEDRO_ENV": "tiny", "DVC_NO_ANALYTICS": "1", "KEDRO_DISABLE_TELEMETRY": "1"})
+    done = subprocess.run(["dvc", "exp", "run", "-S", setting, "--downstream", f"train@{METHOD}"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and said in errors[0], output[-3000:]
+    assert _files(root, kept) == before
+    subprocess.run(["git", "checkout", "--", "params.yaml"], cwd=root, check=True)
+
+
 def test_the_readme_documents_the_experiment_with_its_stage():
     from tests.helpers import PROJECT_ROOT
 

@@ -384,3 +384,15 @@ def test_the_committed_lock_records_the_committed_code_parameters_and_results():
                         differences.append(f"{stage}: {kind} {path} {state}")
     assert not differences, "dvc.lock is behind what git holds (run `dvc repro` and commit dvc.lock with its " \
                             "outputs):\n" + "\n".join(differences)
+
+
+def test_every_output_stays_in_place_while_its_stage_runs():
+    """``persist: true`` on every output of every stage: DVC does not remove the previous
+    results before the stage's command runs, so a run that fails (a bad parameter, an
+    interrupted training) leaves them as they were (tests/test_dvc_main_job.py runs it)."""
+    stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        stage = stage.get("do", stage)
+        for kind in ("outs", "metrics", "plots"):
+            for entry in stage.get(kind) or []:
+                assert isinstance(entry, dict) and next(iter(entry.values())).get("persist") is True, (name, entry)

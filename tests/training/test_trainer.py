@@ -1,4 +1,5 @@
 import copy
+import os
 import json
 import shutil
 
@@ -248,3 +249,26 @@ def test_a_resumed_run_updates_with_the_kernel_it_is_configured_with(tiny_bert, 
     straight = run(tiny_bert, tokenizer, sentences, **settings)
     for key, value in straight.best_state.items():
         assert torch.allclose(value, resumed.best_state[key], atol=1e-5), key
+
+
+def test_a_run_that_fails_releases_its_checkpoint_lock(tiny_bert, tokenizer, sentences, tmp_path):
+    """The lock and its holder record beside checkpoint_dir are the run's while it trains,
+    and gone when it fails as when it succeeds; the checkpoint it wrote stays to resume."""
+    from contrastive_sentence_embeddings.run_locks import live_holders
+    from contrastive_sentence_embeddings.training import trainer as trainer_module
+
+    checkpoint = tmp_path / "checkpoints" / "simcse"
+    seen = []
+
+    def failing_dev_score(encode):
+        seen.append(live_holders(checkpoint.parent))  # held while training
+        raise RuntimeError("the dev set broke")
+
+    model = ContrastiveModel(copy.deepcopy(tiny_bert), "cls_before_pooler", build_method("simcse"))
+    with pytest.raises(RuntimeError, match="the dev set broke"):
+        train(model, tokenizer, tokenize_sentences(tokenizer, sentences[:64], 32),
+              TrainingConfig(batch_size=8, max_steps=4, eval_every=2, checkpoint_dir=str(checkpoint), device="cpu"),
+              failing_dev_score)
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0]["pid"] == os.getpid()
+    assert live_holders(checkpoint.parent) == []
+    assert checkpoint.resolve() not in trainer_module._CLAIMED

@@ -721,6 +721,29 @@ def train(
     collate: Callable[[list], dict[str, torch.Tensor]] | None = None,
     data_fingerprint: str | None = None,
 ) -> TrainingResult:
+    """:func:`train_once`, and the checkpoint folder's lock released however it ends: a
+    run that fails (an error in a step, a bad batch, Ctrl-C) must not leave its lock and
+    holder record beside ``checkpoint_dir`` for the rest of the process (a notebook, the
+    next seed of a fan-out); the checkpoints themselves stay, to resume from."""
+    checkpoint_dir = getattr(config, "checkpoint_dir", None)
+    key = Path(checkpoint_dir).resolve() if checkpoint_dir else None
+    held_before = key in _CLAIMED
+    try:
+        return train_once(model, tokenizer, examples, config, dev_scorer, collate, data_fingerprint)
+    finally:
+        if key is not None and not held_before and key in _CLAIMED:
+            CheckpointStore(key).unclaim()
+
+
+def train_once(
+    model: ContrastiveModel,
+    tokenizer,
+    examples: Sequence,
+    config: TrainingConfig | SettingsRead,
+    dev_scorer: Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]] | None = None,
+    collate: Callable[[list], dict[str, torch.Tensor]] | None = None,
+    data_fingerprint: str | None = None,
+) -> TrainingResult:
     """Train ``model`` on ``examples`` and return the best ``model.encoder`` weights by
     dev score (the last ones without a dev scorer).
 

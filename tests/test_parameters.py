@@ -518,6 +518,22 @@ def test_a_bad_value_is_attributed_to_where_it_was_set(tmp_path, mirror_dir):
     assert "Traceback" not in result.stdout + result.stderr
 
 
+def test_an_objective_term_s_bad_setting_says_where_its_list_was_set(tmp_path, mirror_dir):
+    """A term's key is inside a list (``simcse_decorrelation.objective[0].weight``): the
+    message names the file or ``--params`` that gave the list, like every other key."""
+    ScratchProject(tmp_path, mirror_dir).close()
+    result = kedro(tmp_path, mirror_dir, "run", "--pipelines=raw_data", "--params",
+                   "simcse_decorrelation.objective=[{term: decorrelation, weight: -1}]")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        "Error: simcse_decorrelation.objective[0].weight = -1 (set in --params): must be a number >= 0"]
+    (tmp_path / "conf/local/parameters.yml").write_text(
+        "simcse_decorrelation:\n  objective:\n    - {term: decorrelation, weight: 0.1, off_diagonal_weigt: 3}\n")
+    result = kedro(tmp_path, mirror_dir, "run", "--pipelines=raw_data")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        "Error: unknown parameter simcse_decorrelation.objective[0].off_diagonal_weigt (set in "
+        "conf/local/parameters.yml): did you mean off_diagonal_weight?"]
+
+
 # --- a data set name the run cannot read ---------------------------------------------------------
 @pytest.mark.parametrize(
     ("value", "expected"),

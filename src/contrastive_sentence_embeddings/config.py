@@ -1006,7 +1006,10 @@ def where_set(key: str, runtime: Mapping, overlay: Mapping, overlay_name: str,
               conf_dirs: Iterable[Path]) -> list[str]:
     """Where ``key`` was given, highest precedence first: ``--params``, the overlay file
     (where it gives a value), then the parameter files under ``conf_dirs`` (given base
-    first: the last, the run's environment, wins); the overlay when it alone names the key."""
+    first: the last, the run's environment, wins); the overlay when it alone names the key.
+    A key inside a list (an objective's term, ``simcse.objective[1].weight``) was set
+    where its list was: the files are searched for the list's key (``simcse.objective``)."""
+    key = key.split("[", 1)[0]
     sources = ["--params"] if has_key(runtime or {}, key) else []
     # The overlay's null means "as configured": it sets the key only with a value.
     if has_key(without_nulls(overlay or {}), key):

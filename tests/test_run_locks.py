@@ -103,3 +103,41 @@ def test_a_live_run_training_into_a_checkpoint_folder_keeps_it_from_another_run(
         holder.wait()
     assert release_checkpoints(root) == [staging] and not root.exists()
     assert sorted(p.name for p in root.parent.iterdir()) == []  # its lock and record went with it
+
+
+def test_a_lock_folder_that_cannot_be_written_is_one_line_naming_it(tmp_path, monkeypatch):
+    """A read-only data/ (PermissionError: simulated, a root test process writes anywhere)
+    and a lock folder that is a file: one message naming the folder, not the lock code's
+    traceback."""
+    real_open = os.open
+
+    def read_only(path, flags, *args, **kwargs):
+        if str(path).startswith(str(tmp_path / "ro")) and flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    (tmp_path / "ro" / ".locks").mkdir(parents=True)
+    monkeypatch.setattr(run_locks.os, "open", read_only)
+    with pytest.raises(run_locks.LockFolderNotWritable, match=r"cannot lock the run's data sets in .*ro/\.locks: "
+                                                              r"Permission denied \(.*holder-.*\.json\)") as error:
+        acquire(tmp_path / "ro" / ".locks", ["wiki_sentences"])
+    assert "\n" not in str(error.value)
+    monkeypatch.undo()
+
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(run_locks.LockFolderNotWritable, match=r"cannot lock the run's data sets in .*file/\.locks"):
+        acquire(tmp_path / "file" / ".locks", ["wiki_sentences"])
+
+
+def test_kedro_run_with_a_lock_folder_it_cannot_make_says_so_in_one_line(tmp_path, mirror_dir):
+    from tests.helpers import ScratchProject
+    from tests.test_parameters import kedro
+
+    ScratchProject(tmp_path, mirror_dir).close()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / ".locks").write_text("a file where the lock folder goes")
+    result = kedro(tmp_path, mirror_dir, "run", "--nodes=ingest_sts")
+    assert result.returncode == 1
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "cannot lock the run's data sets in data/.locks" in errors[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stdout + result.stderr

@@ -32,14 +32,14 @@ from contrastive_sentence_embeddings.encoders import EncoderUnavailable
 from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
 from contrastive_sentence_embeddings.model_integrity import BrokenModelFolder
 from contrastive_sentence_embeddings.log_handlers import RUN_LOG
-from contrastive_sentence_embeddings.run_locks import LockHeld
+from contrastive_sentence_embeddings.run_locks import LockFolderNotWritable, LockHeld
 from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
 from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointError
 
 # Failures whose message already names the file or parameter and the fix: the user gets
 # that message alone, the traceback goes to the run log (logs/kedro.log).
 KNOWN_FAILURES = (EncoderUnavailable, BrokenModelFolder, RawDataUnavailable, RawSourceChanged, ParameterError,
-                  BadInputError, SourceError, HubLayoutError, LockHeld, LauncherRunRefused, NoSpaceLeftError,
+                  BadInputError, SourceError, HubLayoutError, LockHeld, LockFolderNotWritable, LauncherRunRefused, NoSpaceLeftError,
                   CorruptCheckpointError)
 
 PARAMS_HELP = (

@@ -23,6 +23,7 @@ none of the run's locks, and are never refused by them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -160,8 +161,33 @@ class HeldLocks:
         self.release()
 
 
+class LockFolderNotWritable(OSError):
+    """The folder a run keeps its locks in cannot be created or written (a read-only
+    ``data/``, another user's folder): one line naming it and the reason, where the
+    lock code's traceback said it in 159 lines."""
+
+
 def acquire(lock_dir: str | Path, writes: Iterable[str], reads: Iterable[str] = (), what: str = "data set",
             advice: str = "", locks_only: bool = False) -> HeldLocks:
+    """:func:`take_locks`; a folder it cannot write in is :class:`LockFolderNotWritable`."""
+    try:
+        return take_locks(lock_dir, writes, reads, what, advice, locks_only)
+    except (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError) as error:
+        raise LockFolderNotWritable(
+            f"cannot lock the run's {what}s in {project_relative(Path(lock_dir))}: {error.strerror or error} "
+            f"({project_relative(Path(error.filename)) if error.filename else lock_dir}); a run locks what it "
+            "reads and writes there, so the folder must be writable: fix its permissions or run from a "
+            "writable copy of the project") from error
+    except OSError as error:
+        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise LockFolderNotWritable(
+                f"cannot lock the run's {what}s in {project_relative(Path(lock_dir))}: {error.strerror} "
+                "(read-only file system?); the folder must be writable") from error
+        raise
+
+
+def take_locks(lock_dir: str | Path, writes: Iterable[str], reads: Iterable[str] = (), what: str = "data set",
+               advice: str = "", locks_only: bool = False) -> HeldLocks:
     """Take, without waiting, an exclusive lock for each name in ``writes`` and a shared
     one for each other name in ``reads``, in ``lock_dir``; or take none and raise
     :class:`LockHeld` naming the first busy one, whether it is written or read there,

@@ -163,3 +163,43 @@ def test_unscored_pairs_are_logged_as_the_files_layout_not_as_lost_rows(caplog, 
                                "score") and "not a fault" in line for line in lines)
     assert "evaluation_data: dropped 1 (gold score is not a number), e.g. STS.gs.x.txt:4" in lines
     assert report.to_dict()["dropped"] == {"gold score is not a number": 1, "unscored pair": 2}
+
+
+def test_a_subset_whose_every_line_is_bad_is_named_before_encoding_and_the_task_scored_on_the_rest(
+        mirror_dir, tmp_path, caplog):
+    """Lines ending in a tab (3 fields): every pair of STS12 MSRpar is dropped and counted;
+    the subset is named with why, before anything is encoded, and STS12 is scored on its
+    other four subsets (fewer pairs than the benchmark: the evaluation report says so)."""
+    import shutil
+
+    from contrastive_sentence_embeddings.data.raw_file import folder_partitions
+
+    copy = tmp_path / "sts"
+    shutil.copytree(mirror_dir / "sts", copy)
+    broken = copy / "STS12-en-test" / "STS.input.MSRpar.txt"
+    lines = broken.read_text(encoding="utf-8").splitlines()
+    broken.write_text("".join(line + "\t\n" for line in lines), encoding="utf-8")
+    report = StepReport("sts")
+    with caplog.at_level("WARNING"):
+        suite = sts.read_sts_benchmark(folder_partitions(copy), report)
+    assert [subset.subset for subset in suite["sts12"]] == ["MSRvid", "SMTeuroparl", "surprise.OnWN",
+                                                            "surprise.SMTnews"]
+    [named] = report.extra["empty_subsets"]
+    assert named.startswith(f"STS12/MSRpar: no pair left of {len(lines)} lines (expected 2 tab-separated sentences, "
+                            f"found 3 fields: {len(lines)} (e.g. ")
+    assert "STS12/MSRpar: no pair left" in caplog.text
+    assert report.dropped["expected 2 tab-separated sentences, found 3 fields"] == len(lines)
+    counts = sts.pair_counts(suite)
+    assert counts["sts12"] == 3108 - 750 and sts.check_pair_counts(counts)[0].startswith(
+        "sts12: evaluated on 2358 pairs, the benchmark has 3108")
+    sentences = sts.distinct_sentences(suite)
+    rng = np.random.default_rng(0)
+    scores = sts.score_sts(suite, dict(zip(sentences, rng.normal(size=(len(sentences), 4)))))
+    assert "sts12/MSRpar" not in scores and "sts12/MSRvid" in scores and np.isfinite(scores["sts_avg"])
+
+    # Every subset of a task lost: the task is named with each file's reason, still before encoding.
+    for other in (copy / "STS12-en-test").glob("STS.input.*.txt"):
+        other.write_text("".join(line + "\t\n" for line in other.read_text(encoding="utf-8").splitlines()))
+    with pytest.raises(BadInputError, match=r"no scored pairs left in sts12: STS12/MSRpar: no pair left of 750 lines "
+                                            r"\(expected 2 tab-separated sentences, found \d fields: 750"):
+        sts.read_sts_benchmark(folder_partitions(copy), StepReport("sts"))

@@ -141,9 +141,21 @@ def read_sts_years(
         gold_id = f"{task}-en-test/STS.gs.{subset}.txt"
         if gold_id not in raw_sts:
             raise FileNotFoundError(f"{raw_sts[pid]().label}: no gold scores {gold_id} beside it")
-        years.setdefault(task, []).append(
-            read_sts_subset(raw_sts[pid](), raw_sts[gold_id](), task, subset, report, on_bad_input)
-        )
+        own = StepReport(report.step)  # this file's drops alone, to name them if nothing is left
+        read = read_sts_subset(raw_sts[pid](), raw_sts[gold_id](), task, subset, own, on_bad_input)
+        report.absorb(own)
+        report.rows_in += own.rows_in
+        report.rows_out += own.rows_out
+        if len(read):
+            years.setdefault(task, []).append(read)
+            continue
+        # Named now, before any encoding: an empty subset would stop the scoring after it.
+        why = "; ".join(f"{reason}: {count}" + (f" (e.g. {own.examples[reason][0]})" if own.examples.get(reason) else "")
+                        for reason, count in own.dropped.most_common()) or "the file has no lines"
+        message = f"{task}/{subset}: no pair left of {own.rows_in} lines ({why}); left out of {task.lower()}"
+        logger.warning("%s, which is scored on its other subsets (fewer pairs than the benchmark)", message)
+        report.extra.setdefault("empty_subsets", []).append(message)
+        years.setdefault(task, [])
     return years
 
 
@@ -274,7 +286,8 @@ def read_sts_benchmark(
     suite = {year.lower(): years[year] for year in STS_YEARS}
     empty = [task for task, subsets in suite.items() if not sum(map(len, subsets))]
     if empty:
-        raise BadInputError(f"no scored pairs left in {', '.join(empty)}")
+        named = [line for line in report.extra.get("empty_subsets", []) if line.split("/", 1)[0].lower() in empty]
+        raise BadInputError(f"no scored pairs left in {', '.join(empty)}" + (f": {'; '.join(named)}" if named else ""))
     suite["stsb"] = [read_stsb_split(_partition(raw_sts, STSB_FILES["test"], "STS-B test"), "test", report,
                                      on_bad_input)]
     suite["sickr"] = [read_sick(_partition(raw_sts, SICK_FILES["test"], "SICK-R test"), "test", report,

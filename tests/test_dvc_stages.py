@@ -325,7 +325,7 @@ def test_dvc_metrics_are_the_leaderboard_summary_alone(project):
     declared = expand(leaderboard["outs"]) + expand(leaderboard["metrics"]) + expand(leaderboard.get("plots"))
     assert sorted(declared) == written
     for entry in [*leaderboard["outs"], *leaderboard["metrics"]]:
-        assert next(iter(entry.values())) == {"cache": False}  # small files, kept in git
+        assert next(iter(entry.values())) == {"cache": False, "persist": True}  # small files, kept in git
 
 
 def test_the_leaderboard_waits_for_every_data_set_written_into_the_folders_it_reads(project):

@@ -157,7 +157,8 @@ def test_every_raw_source_has_a_catalog_entry_and_a_dvc_output():
     catalog = yaml.safe_load((PROJECT_ROOT / "conf/base/catalog.yml").read_text())
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
     assert catalog["raw_{source}"]["path"] == "data/01_raw/{source}"
-    assert stages["raw_data"]["outs"] == [f"data/01_raw/{name}" for name in raw_sources.RAW_SOURCES]
+    outs = [next(iter(out)) if isinstance(out, dict) else out for out in stages["raw_data"]["outs"]]
+    assert outs == [f"data/01_raw/{name}" for name in raw_sources.RAW_SOURCES]
 
 
 # --- publishing into data/01_raw: the mirror protected; Hub staging removed ---------------

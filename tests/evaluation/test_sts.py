@@ -203,3 +203,51 @@ def test_a_subset_whose_every_line_is_bad_is_named_before_encoding_and_the_task_
     with pytest.raises(BadInputError, match=r"no scored pairs left in sts12: STS12/MSRpar: no pair left of 750 lines "
                                             r"\(expected 2 tab-separated sentences, found \d fields: 750"):
         sts.read_sts_benchmark(folder_partitions(copy), StepReport("sts"))
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_a_utf16_benchmark_file_is_read_whole_with_its_non_ascii_lines(mirror_dir, tmp_path, codec):
+    """The real SICK test file saved as UTF-16 (with a byte-order mark, and without one in
+    either byte order): the same pairs as the original, non-ASCII sentences included,
+    each line counted as decoded from UTF-16."""
+    from contrastive_sentence_embeddings.data.raw_file import RawFile
+
+    original = (mirror_dir / "sts/SICK/SICK_test_annotated.txt").read_text(encoding="utf-8")
+    original = original.replace("A man is", "A café man is", 1)  # a non-ASCII sentence, as real exports have
+    plain, wide = tmp_path / "plain.txt", tmp_path / "wide.txt"
+    plain.write_text(original, encoding="utf-8")
+    wide.write_bytes(original.encode(codec))
+    expected = sts.read_sick(RawFile(plain), "test", StepReport("sick"))
+    report = StepReport("sick")
+    read = sts.read_sick(RawFile(wide), "test", report)
+    assert (read.sentence1, read.sentence2, read.scores.tolist()) == (
+        expected.sentence1, expected.sentence2, expected.scores.tolist())
+    assert any("café" in sentence for sentence in read.sentence1)
+    [variant] = [kind for kind in report.variants if kind.startswith("decoded as utf-16")]
+    assert report.variants[variant] == len(original.splitlines())
+
+
+def test_a_benchmark_file_cut_mid_line_loses_the_fragment_counted(mirror_dir, tmp_path):
+    from contrastive_sentence_embeddings.data.raw_file import CUT_LINE, RawFile
+
+    data = (mirror_dir / "sts/SICK/SICK_test_annotated.txt").read_bytes()
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes(data[: len(data) - 20])  # the last line loses its end (score, label, line ending)
+    report = StepReport("sick")
+    read = sts.read_sick(RawFile(cut), "test", report)
+    assert len(read) == 4927 - 1 and report.dropped[CUT_LINE] == 1
+    assert report.examples[CUT_LINE] == [f"{RawFile(cut).label}:4928"]
+    # A reader of one's own text keeps such a line (many texts end without a line ending).
+    kept = StepReport("own")
+    assert len(list(RawFile(cut).iter_lines(kept))) == 4928 and not kept.dropped
+
+
+def test_a_sick_header_with_trailing_whitespace_is_read_and_another_is_named_column_by_column(write_file):
+    spaced = write_file("SICK_trial.txt", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment  \r\n"
+                                          "1\tA man\tA person\t4.5\tENTAILMENT\n")
+    assert len(sts.read_sick(spaced, "trial", StepReport("sick"))) == 1
+    other = write_file("SICK_other.txt", "pair_ID\tsentence_A\tsentence_B\trelatedness\tentailment_judgment\n"
+                                         "1\tA man\tA person\t4.5\tENTAILMENT\n")
+    with pytest.raises(BadInputError, match=r"SICK_other\.txt:1: expected the SICK header .*column 4 is 'relatedness' "
+                                            r"where the header has 'relatedness_score'"):
+        sts.read_sick(other, "trial", StepReport("sick"))

@@ -36,14 +36,15 @@ NLI_LABELS = {"entailment", "neutral", "contradiction"}
 
 
 def read_stsb(
-    raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip"
+    raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip", unterminated: str = "drop"
 ) -> pd.DataFrame:
-    """:func:`stsb_rows` as a table (``PAIR_COLUMNS``), for the evaluation's small files."""
-    return pd.DataFrame(list(stsb_rows(raw, split, report, on_bad_input)), columns=PAIR_COLUMNS)
+    """:func:`stsb_rows` as a table (``PAIR_COLUMNS``), for the evaluation's small files
+    (benchmark files: a last line cut short is dropped and counted)."""
+    return pd.DataFrame(list(stsb_rows(raw, split, report, on_bad_input, unterminated)), columns=PAIR_COLUMNS)
 
 
 def stsb_rows(
-    raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip"
+    raw: RawFile, split: str, report: StepReport, on_bad_input: str = "skip", unterminated: str = "keep"
 ) -> Iterator[tuple[str, str, float, str, str]]:
     """Rows of a SentEval STS-B file (7 tab-separated columns, score 0-5), streamed as
     ``PAIR_COLUMNS`` tuples.
@@ -57,7 +58,7 @@ def stsb_rows(
     single line is an error naming it (raised once the file is read).
     """
     lines_before = report.rows_in
-    for _, where, line in raw.iter_located_lines(report, on_bad_input):
+    for _, where, line in raw.iter_located_lines(report, on_bad_input, unterminated):
         if not line.strip():
             report.drop("empty line", where=where)
             continue

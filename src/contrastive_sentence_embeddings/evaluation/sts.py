@@ -88,8 +88,9 @@ def read_sts_subset(
     """Pairs of ``STS.input.<subset>.txt`` with a score on the same line of
     ``STS.gs.<subset>.txt``; unscored pairs are dropped and counted. Files of
     different lengths cannot be aligned and raise, naming both."""
-    pairs, input_lines = inputs.read_numbered_lines(report, on_bad_input)
-    score_by_line, gold_lines = gold.read_numbered_lines(report, on_bad_input)
+    # A benchmark file cut short loses its cut line, counted: a fragment is not a pair.
+    pairs, input_lines = inputs.read_numbered_lines(report, on_bad_input, unterminated="drop")
+    score_by_line, gold_lines = gold.read_numbered_lines(report, on_bad_input, unterminated="drop")
     # Once per file: a label resolves the path against the working directory, which per
     # line was most of the time of reading STS12-16 (tens of thousands of resolves).
     inputs_label, gold_label = inputs.label, gold.label
@@ -211,6 +212,16 @@ SICK_FILES = {"train": "SICK/SICK_train.txt", "trial": "SICK/SICK_trial.txt",
 SICK_HEADER = ["pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment"]
 
 
+def header_difference(found: Sequence[str], expected: Sequence[str]) -> str:
+    """What differs between a header's fields and the expected ones, in words."""
+    for index, name in enumerate(expected):
+        if index >= len(found):
+            return f"the line has {len(found)} tab-separated field(s), the header {len(expected)}"
+        if found[index].strip() != name:
+            return f"column {index + 1} is {found[index]!r} where the header has {name!r}"
+    return "the header matches"
+
+
 def _partition(raw_sts: Mapping[str, Callable[[], RawFile]], pid: str, what: str) -> RawFile:
     if pid not in raw_sts:
         raise FileNotFoundError(f"{what}: expected the raw STS file {pid} in data/01_raw/sts (run the raw_data pipeline)")
@@ -236,11 +247,14 @@ def read_sick(raw: RawFile, split: str, report: StepReport, on_bad_input: str = 
     relatedness score of the test split."""
     sentence1, sentence2, values = [], [], []
     header_seen = False
-    for _, where, line in raw.iter_located_lines(report, on_bad_input):
+    for _, where, line in raw.iter_located_lines(report, on_bad_input, unterminated="drop"):
         fields = line.split("\t")
         if not header_seen:
-            if fields[: len(SICK_HEADER)] != SICK_HEADER:
-                raise BadInputError(f"{where}: expected the SICK header {' '.join(SICK_HEADER)}")
+            # Whitespace around a column name (a re-saved file's trailing space) is not a
+            # different header; anything else is named, column by column.
+            if [field.strip() for field in fields[: len(SICK_HEADER)]] != SICK_HEADER:
+                raise BadInputError(f"{where}: expected the SICK header {' '.join(SICK_HEADER)} (tab-separated); "
+                                    f"{header_difference(fields, SICK_HEADER)}")
             header_seen = True
             report.rows_in -= 1  # the header is not a row
             continue

@@ -223,7 +223,7 @@ def read_sentence_file(
     number is returned so that the caller can report them."""
     sentences: list[str] = []
     blank = 0
-    for _, line in raw.iter_lines(report, on_bad_input):
+    for _, line in raw.iter_lines(report, on_bad_input, unterminated="drop"):
         text = normalize_whitespace(line)
         blank += not text
         sentences.append(text)
@@ -234,7 +234,7 @@ def read_sentence_file(
 def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``sentence<TAB>label`` lines of SentEval's binary SST files, label 0 or 1."""
     sentences, labels = [], []
-    for _, where, line in raw.iter_located_lines(report, on_bad_input):
+    for _, where, line in raw.iter_located_lines(report, on_bad_input, unterminated="drop"):
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -258,7 +258,7 @@ def read_sst(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> Tr
 def read_trec(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> TransferSplit:
     """``COARSE:fine question`` lines of TREC; the label is the coarse class."""
     sentences, labels = [], []
-    for _, where, line in raw.iter_located_lines(report, on_bad_input):
+    for _, where, line in raw.iter_located_lines(report, on_bad_input, unterminated="drop"):
         if not line.strip():
             report.drop("empty line", where=where)
             continue
@@ -284,7 +284,7 @@ def read_mrpc(raw: RawFile, report: StepReport, on_bad_input: str = "skip") -> T
     """Rows of an MRPC file: ``Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String``
     after a header row (recognised by its first field, not counted as a row)."""
     first, second, labels = [], [], []
-    for number, where, line in raw.iter_located_lines(report, on_bad_input):
+    for number, where, line in raw.iter_located_lines(report, on_bad_input, unterminated="drop"):
         fields = line.split("\t")
         if number == 1 and fields[0].strip() == MRPC_HEADER_FIRST_FIELD:
             report.rows_in -= 1  # the header names the columns; it is not a row

@@ -691,3 +691,22 @@ def test_a_model_folder_with_a_cut_metadata_file_or_a_lost_file_is_named_as_brok
     (folder / "tokenizer.json").unlink()
     status, [reason] = leaderboard.record_status(scored, today(once))
     assert status == leaderboard.CARRIED and "is broken: tokenizer.json is missing" in reason
+
+
+def test_a_row_scored_on_fewer_pairs_than_the_benchmark_says_so_under_the_table(checkout):
+    """A subset lost to bad input: the task is scored on the rest, and the page says which
+    row, which task and how many pairs, so the number is not read as the benchmark's."""
+    _, runs = checkout
+    short = dict(runs["simcse.seed42"])
+    short["evaluation_report"] = {"pairs": {"sts12": 2358, "sts13": 1500},
+                                  "benchmark_pairs": {"sts12": 3108, "sts13": 1500}}
+    metrics = {"simcse.seed42": short}
+    assert leaderboard.short_scores(metrics) == {"simcse.seed42": ["sts12 2,358 of 3,108 pairs"]}
+    table, metrics = board(metrics)
+    page = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    assert ("**simcse.seed42: scored on fewer pairs than the benchmark**, not comparable with published scores: "
+            "sts12 2,358 of 3,108 pairs") in page
+    whole = leaderboard.leaderboard_markdown(*board({"simcse.seed42": runs["simcse.seed42"]})[:1],
+                                             pd.DataFrame(columns=["method"]),
+                                             metrics_by_model={"simcse.seed42": runs["simcse.seed42"]})
+    assert "fewer pairs than the benchmark" not in whole

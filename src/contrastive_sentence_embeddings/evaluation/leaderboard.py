@@ -622,6 +622,12 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
                   "(at the end).", ""]
     else:
         parts += [markdown_table(sts, [*identity, *status, *budget, "paper_sts_avg"]), ""]
+    short = short_scores(metrics_by_model or {})
+    shown_here = set(table["model"])
+    for model, tasks in sorted(short.items()):
+        if model in shown_here:
+            parts += [f"**{model}: scored on fewer pairs than the benchmark**, not comparable with published "
+                      f"scores: {'; '.join(tasks)} (its record's `evaluation_report` says why).", ""]
     for summary, excluded in sorted((left_out or {}).items()):
         if summary in set(main["model"]):
             parts += [f"{summary}: left out of its seed summary (another configuration): "
@@ -681,6 +687,21 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
         "",
     ]
     return "\n".join(parts)
+
+
+def short_scores(metrics_by_model: Mapping[str, Mapping]) -> dict[str, list[str]]:
+    """``{model: ["sts12 2,358 of 3,108 pairs", ...]}`` for every record scored on fewer
+    pairs of a task than its benchmark has (a file's lines dropped as bad input, a subset
+    left with none): said under the table, since the score is not the benchmark's."""
+    short = {}
+    for key, metrics in metrics_by_model.items():
+        report = metrics.get("evaluation_report") or {}
+        pairs, benchmark = report.get("pairs") or {}, report.get("benchmark_pairs") or {}
+        tasks = [f"{task} {count:,} of {benchmark[task]:,} pairs" for task, count in pairs.items()
+                 if isinstance(count, int) and isinstance(benchmark.get(task), int) and count < benchmark[task]]
+        if tasks:
+            short[(metrics.get("model") or {}).get("name", key)] = tasks
+    return short
 
 
 def _transfer_rows(table: pd.DataFrame) -> pd.DataFrame:

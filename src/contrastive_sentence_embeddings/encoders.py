@@ -89,10 +89,7 @@ def load_tokenizer(name: str):
     """The encoder's fast tokenizer (``AutoTokenizer``, ``use_fast=True``)."""
     from transformers import AutoTokenizer
 
-    from contrastive_sentence_embeddings.model_integrity import check_recorded_files  # it imports this module
-
     source = resolve_encoder(name)
-    check_recorded_files(source)
     with explained_encoder_failure(name, source):
         tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True)
     if not tokenizer.is_fast:

@@ -158,3 +158,12 @@ def check_loaded_model(source: str, tokenizer, model) -> None:
     ``source`` (a folder or a Hub id)."""
     check_recorded_files(source)
     check_tokenizer(tokenizer, embedding_rows(model), source)
+
+
+def load_checked_tokenizer(name: str):
+    """The encoder's tokenizer (``encoders.load_tokenizer``), its folder checked against
+    the saver's record first: data preparation tokenises with it before any model loads."""
+    from contrastive_sentence_embeddings.encoders import load_tokenizer, resolve_encoder
+
+    check_recorded_files(resolve_encoder(name))
+    return load_tokenizer(name)

@@ -30,7 +30,7 @@ from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport, rows_by_input
 from contrastive_sentence_embeddings.data.spans import SpansParams, document_lengths, sample_spans
-from contrastive_sentence_embeddings.encoders import load_tokenizer
+from contrastive_sentence_embeddings.model_integrity import load_checked_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def build_long_documents(
     params = asdict(parse_strict(LongDocumentsConfig, params, "data_processing.long_documents"))
     _check_choices(params["inputs"], DOCUMENT_INPUTS, "long_documents.inputs")
     report = StepReport("long_documents")
-    tokenizer = load_tokenizer(encoder)
+    tokenizer = load_checked_tokenizer(encoder)
     files = []
     if "wikitext" in params["inputs"]:
         files += [("wikitext", pid, raw) for pid, raw in _text_files(raw_longdocs, "raw_longdocs").items()]

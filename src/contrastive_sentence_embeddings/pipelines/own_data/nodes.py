@@ -18,7 +18,7 @@ from contrastive_sentence_embeddings.data.documents import tokenized_long_docume
 from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.report import EmptyInputError, StepReport, carry_report
 from contrastive_sentence_embeddings.data.wikipedia import clean_and_filter_sentences
-from contrastive_sentence_embeddings.encoders import load_tokenizer
+from contrastive_sentence_embeddings.model_integrity import load_checked_tokenizer
 from contrastive_sentence_embeddings.pipelines.data_processing.nodes import sample_declutr_spans
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def make_prepare_documents(method: str) -> Callable[..., Result]:
                 own_data.document_records(spec.path, spec.hub, spec.subset, spec.split, spec.format, spec.column,
                                           spec.FORMATS, report, on_bad_input, spec.max_rows, spec.encoding),
                 report, spec.origin)
-            kept = tokenized_long_documents(documents, load_tokenizer(encoder),
+            kept = tokenized_long_documents(documents, load_checked_tokenizer(encoder),
                                             spec.min_tokens or settings.min_doc_tokens, report,
                                             settings.tokenize_batch_size, settings.max_unk_fraction,
                                             what=f"{spec.origin} ({step})", num_proc=num_proc)

@@ -321,7 +321,8 @@ def test_every_documented_set_param_applies_with_dvc_and_gives_valid_parameters(
     from dvc.utils.cli_parse import to_path_overrides
     from dvc.utils.hydra import apply_overrides, get_hydra_sweeps, to_hydra_overrides
 
-    commands = documented_commands("dvc exp run")
+    # The commands that set something (prose also names a bare `dvc exp run`).
+    commands = [(where, command) for where, command in documented_commands("dvc exp run") if " -S" in command]
     assert len(commands) >= 5, commands
     runs = 0
     for where, command in commands:

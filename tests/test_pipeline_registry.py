@@ -50,8 +50,8 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     for method in ("scd", "imsimcse"):
         assert node_names(pipelines[method]) == SENTENCE_STEPS | ROW | {
             f"{method}.train", f"{method}.evaluate", f"{method}.mteb_results", f"card.{method}.model_card"}
-    # SimCSE runs for three seeds, summarised into one metrics file; each run has its card. DeCLUTR,
-    # the main job, runs once by default (its seeds are a --params away).
+    # SimCSE and DeCLUTR run for three seeds (the results of record), summarised into one metrics file;
+    # each run has its card.
     seeded = {f"{run}.{step}" for run in ("seed42", "seed43", "seed44")
               for step in ("train", "evaluate", "mteb_results")}
     summary = {"aggregate_metrics", "aggregate_curves"}
@@ -62,8 +62,8 @@ def test_each_method_pipeline_runs_only_what_its_metrics_need(shipped):
     assert node_names(pipelines["simcse"]) == SENTENCE_STEPS | ROW | {
         f"simcse.{node}" for node in seeded | summary} | cards("simcse")
     assert node_names(pipelines["declutr"]) == ROW | {
-        "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans",
-        "declutr.train", "declutr.evaluate", "declutr.mteb_results", "card.declutr.model_card"}
+        "ingest_longdocs", "ingest_openwebtext", "build_long_documents", "sample_declutr_spans"} | {
+        f"declutr.{node}" for node in seeded | summary} | cards("declutr")
     assert node_names(pipelines["clsr_stsb"]) == ROW | {
         "extract_stsb_pairs", "clsr_stsb.embed_pairs", "clsr_stsb.train", "clsr_stsb.evaluate",
         "clsr_stsb.mteb_results", "card.clsr_stsb.model_card"}
@@ -185,11 +185,11 @@ def test_the_metrics_a_run_does_not_write_are_not_loaded_by_the_leaderboard(ship
     assert catalog.load("declutr.metrics") == NOT_WRITTEN_BY_THIS_RUN
     assert catalog.load("baseline_transfer_metrics") == NOT_WRITTEN_BY_THIS_RUN
     assert "simcse.metrics" not in catalog and "baseline_metrics" not in catalog  # written by this run
-    # `--nodes=card.declutr.model_card,build_leaderboard`: the card reads declutr.metrics from disk.
-    card = pipelines["__default__"].only_nodes("card.declutr.model_card", NODE_NAME)
+    # `--nodes=card.declutr.seed42.model_card,build_leaderboard`: the card reads its run's metrics from disk.
+    card = pipelines["__default__"].only_nodes("card.declutr.seed42.model_card", NODE_NAME)
     catalog = DataCatalog()
     LeaderboardOrderingHook().before_pipeline_run(card, catalog)
-    assert "declutr.metrics" not in catalog and "simcse.metrics" in catalog
+    assert "declutr.seed42.metrics" not in catalog and "simcse.metrics" in catalog
 
 
 def test_a_run_that_writes_metrics_without_the_leaderboard_says_how_to_refresh_it(shipped, caplog):
@@ -226,7 +226,7 @@ def test_methods_read_their_family_inputs_and_their_own_block(shipped):
     assert "wiki_sentences" in train["scd.train"].inputs and "params:scd" in train["scd.train"].inputs
     # Each seed's run reads the block for its seed (hooks.SeedRunsHook puts it in the catalog).
     assert "params:simcse.seed43" in train["simcse.seed43.train"].inputs
-    assert {"long_documents", "declutr_spans"} <= set(train["declutr.train"].inputs)
+    assert {"long_documents", "declutr_spans"} <= set(train["declutr.seed42.train"].inputs)
     embed = {node.name: node for node in graph.nodes if node.name.endswith(".embed_pairs")}
     assert "nli_pairs" in embed["clsr_nli.embed_pairs"].inputs and "stsb_pairs" in embed["clsr_stsb.embed_pairs"].inputs
     assert train["clsr_nli.train"].outputs == ["clsr_nli.model", "clsr_nli.training_curve"]
@@ -237,7 +237,7 @@ def test_each_card_reads_the_data_reports_of_the_steps_that_fed_its_training(shi
     cards = {node.name: node for node in pipelines["__default__"].nodes if node.name.endswith(".model_card")}
     reports = {name: {i for i in node.inputs if i.startswith("report_")} for name, node in cards.items()}
     assert reports["card.scd.model_card"] == {"report_sentence_candidates", "report_wiki_sentences"}
-    assert reports["card.declutr.model_card"] == {"report_long_documents", "report_declutr_spans"}
+    assert reports["card.declutr.seed42.model_card"] == {"report_long_documents", "report_declutr_spans"}
     assert reports["card.clsr_stsb.model_card"] == {"report_stsb_pairs"}
     assert reports["card.clsr_nli.model_card"] == {"report_nli_pairs"}
     # One card per trained run; the transfer instances score a model a second time and write none.
@@ -271,7 +271,7 @@ def test_a_method_on_its_own_data_prepares_it_and_reads_no_built_in_data(shipped
     # Own documents bring their own spans, sampled with data_processing.declutr_spans.
     assert nodes["declutr.sample_spans"].inputs == ["declutr.own_documents", "params:data_processing.declutr_spans",
                                                      "params:data_processing.num_proc"]
-    assert {"declutr.own_documents", "declutr.own_spans"} <= set(nodes["declutr.train"].inputs)
+    assert {"declutr.own_documents", "declutr.own_spans"} <= set(nodes["declutr.seed42.train"].inputs)
     assert not node_names(pipelines["declutr"]) & {"ingest_longdocs", "build_long_documents", "sample_declutr_spans"}
     assert "clsr_nli.own_pairs" in nodes["clsr_nli.embed_pairs"].inputs
     assert "ingest_nli" not in node_names(pipelines["clsr_nli"])

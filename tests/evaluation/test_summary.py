@@ -51,7 +51,6 @@ def test_the_committed_leaderboard_summarises_to_its_own_rows():
     table = pd.read_csv(PROJECT_ROOT / "data/08_reporting/leaderboard.csv")
     summary = leaderboard_summary(table)
     own = table[table["status"] != "carried"]  # results carried from the repository are not this checkout's
-    assert len(own) < len(table)
     trained = own[(own["method"] != "baseline") & ~own["model"].str.contains(r"\.seed\d+$")]
     assert set(summary) == set(trained["model"]) | {"baseline"}
     for record in trained.to_dict("records"):

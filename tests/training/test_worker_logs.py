@@ -120,3 +120,30 @@ def test_the_worker_side_levels(tmp_path, rank, level):
                 handler.close()
         root.setLevel(previous)
         package.setLevel(package_level)
+
+
+def _worker_under_kedros_cli(folder: str) -> None:
+    """A worker as `kedro run` spawns it: the spawned process re-imports the launching
+    script, kedro's CLI, whose import of kedro.framework.project sets up the project's
+    console logging in the worker too."""
+    import kedro.framework.project  # noqa: F401 - its import configures logging, as in the worker
+
+    assert logging.getLogger().handlers, "importing kedro.framework.project set up no logging here"
+    worker_logs.log_to_folder(folder, 0)
+    logging.getLogger(TRAINER).info("step 4: STS-B dev 82.00 (best stsb_dev 82.00 at step 4)")
+
+
+def test_a_worker_under_kedros_cli_prints_nothing_itself(tmp_path, capfd, caplog):
+    """Rank 0's records reach the terminal once, replayed by the training node: the
+    worker's own console handler (from kedro's logging set-up) would print each a second
+    time, unmarked."""
+    process = multiprocessing.get_context("spawn").Process(target=_worker_under_kedros_cli, args=(str(tmp_path),))
+    process.start()
+    process.join(timeout=120)
+    assert process.exitcode == 0
+    printed = "".join(capfd.readouterr())
+    assert "STS-B dev 82.00" not in printed, printed
+    with caplog.at_level(logging.INFO, logger=TRAINER):
+        assert worker_logs.LogFollower(tmp_path).poll() == 1
+    assert [record.getMessage() for record in caplog.records] == [
+        "[rank 0] step 4: STS-B dev 82.00 (best stsb_dev 82.00 at step 4)"]

@@ -269,8 +269,9 @@ def worker_main(folder: str) -> None:
     ``folder``; rank 0 writes the result there."""
     die_with_folder_owner(Path(folder))  # the Kedro process that made the folder and started this one
     rank = setup_worker()
-    # A spawned process has no logging set up: its records go to the job folder, and the
-    # training node replays them into the Kedro run's log (training/worker_logs.py).
+    # A spawned process has none of the Kedro run's logging: its records go to the job
+    # folder only, and the training node replays them into the run's log, once
+    # (training/worker_logs.py).
     worker_logs.log_to_folder(folder, rank)
     job = TrainingJob.load(folder)
     with named_run(job.run_name):

@@ -77,12 +77,18 @@ def log_file(folder: str | Path, rank: int) -> Path:
 
 
 def log_to_folder(folder: str | Path, rank: int) -> Path:
-    """A worker's logging (in a spawned process, which has none): every record of rank
-    0 from INFO, of the other ranks from WARNING, to :func:`log_file`; returns it."""
+    """A worker's logging: every record of rank 0 from INFO, of the other ranks from
+    WARNING, to :func:`log_file` and nowhere else (the training node prints them, once);
+    returns the file."""
     path = log_file(folder, rank)
     level = logging.INFO if rank == 0 else logging.WARNING
     root = logging.getLogger()
     root.setLevel(level)
+    for console in list(root.handlers):
+        # A spawned worker re-imports the launching script, kedro's CLI, whose import of
+        # kedro.framework.project sets up the project's console logging here as well:
+        # each record would print from the worker and again when the node replays it.
+        root.removeHandler(console)
     handler = JsonLinesHandler(path)
     # The handler filters too: a logger given its own level (the project's
     # logging.yml sets the package to INFO) would otherwise pass INFO past the root.

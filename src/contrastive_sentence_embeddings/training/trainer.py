@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -712,30 +713,30 @@ def uncompiled(module: torch.nn.Module):
             module.forward = compiled
 
 
+def releases_checkpoint_lock(run: Callable[..., TrainingResult]) -> Callable[..., TrainingResult]:
+    """``run`` with the checkpoint folder's lock released however it ends: a run that
+    fails (an error in a step, a bad batch, Ctrl-C) must not leave its lock and holder
+    record beside ``checkpoint_dir`` for the rest of the process (a notebook, the next
+    seed of a fan-out); the checkpoints themselves stay, to resume from. A lock this
+    process held before the call is left to its holder."""
+    signature = inspect.signature(run)
+
+    @functools.wraps(run)
+    def released(*args, **kwargs) -> TrainingResult:
+        checkpoint_dir = getattr(signature.bind(*args, **kwargs).arguments["config"], "checkpoint_dir", None)
+        key = Path(checkpoint_dir).resolve() if checkpoint_dir else None
+        held_before = key in _CLAIMED
+        try:
+            return run(*args, **kwargs)
+        finally:
+            if key is not None and not held_before and key in _CLAIMED:
+                CheckpointStore(key).unclaim()
+
+    return released
+
+
+@releases_checkpoint_lock
 def train(
-    model: ContrastiveModel,
-    tokenizer,
-    examples: Sequence,
-    config: TrainingConfig | SettingsRead,
-    dev_scorer: Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]] | None = None,
-    collate: Callable[[list], dict[str, torch.Tensor]] | None = None,
-    data_fingerprint: str | None = None,
-) -> TrainingResult:
-    """:func:`train_once`, and the checkpoint folder's lock released however it ends: a
-    run that fails (an error in a step, a bad batch, Ctrl-C) must not leave its lock and
-    holder record beside ``checkpoint_dir`` for the rest of the process (a notebook, the
-    next seed of a fan-out); the checkpoints themselves stay, to resume from."""
-    checkpoint_dir = getattr(config, "checkpoint_dir", None)
-    key = Path(checkpoint_dir).resolve() if checkpoint_dir else None
-    held_before = key in _CLAIMED
-    try:
-        return train_once(model, tokenizer, examples, config, dev_scorer, collate, data_fingerprint)
-    finally:
-        if key is not None and not held_before and key in _CLAIMED:
-            CheckpointStore(key).unclaim()
-
-
-def train_once(
     model: ContrastiveModel,
     tokenizer,
     examples: Sequence,

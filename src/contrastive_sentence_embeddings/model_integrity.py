@@ -24,12 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from contrastive_sentence_embeddings.model_fingerprint import (
-    FINGERPRINT_KEY,
-    METADATA_FILE,
-    fingerprinted_files,
-    read_metadata,
-)
+from contrastive_sentence_embeddings.model_fingerprint import FINGERPRINT_KEY, METADATA_FILE, fingerprinted_files
 
 # Sentences any tokenizer of an English (or multilingual) model knows every word of.
 KNOWN_SENTENCES = (
@@ -67,21 +62,23 @@ def recorded_file_problems(folder: Path, metadata: Mapping) -> list[str]:
     return problems
 
 
-def metadata_problem(folder: Path) -> str | None:
-    """What is wrong with the folder's ``cse_metadata.json`` (cut short, not JSON, not an
-    object); None when it reads or there is none."""
+def read_folder_metadata(folder: Path) -> tuple[dict, str | None]:
+    """The folder's ``cse_metadata.json`` read once: ``(metadata, None)``, ``({}, None)``
+    when there is none, or ``({}, what is wrong)`` when it is cut short, not JSON or not
+    an object."""
     file = folder / METADATA_FILE
     if not file.is_file():
-        return None
+        return {}, None
     try:
         content = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
-        return f"{METADATA_FILE} is not UTF-8 text ({error.reason} at byte {error.start})"
+        return {}, f"{METADATA_FILE} is not UTF-8 text ({error.reason} at byte {error.start})"
     except json.JSONDecodeError as error:
-        return f"{METADATA_FILE} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}: cut short?)"
+        return {}, (f"{METADATA_FILE} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}: "
+                    "cut short?)")
     if not isinstance(content, dict):
-        return f"{METADATA_FILE} holds a JSON {type(content).__name__}, not the saver's object"
-    return None
+        return {}, f"{METADATA_FILE} holds a JSON {type(content).__name__}, not the saver's object"
+    return content, None
 
 
 def folder_problems(folder: str | Path) -> list[str]:
@@ -90,10 +87,8 @@ def folder_problems(folder: str | Path) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    problem = metadata_problem(folder)
-    if problem:
-        return [problem]
-    return recorded_file_problems(folder, read_metadata(folder))
+    metadata, problem = read_folder_metadata(folder)
+    return [problem] if problem else recorded_file_problems(folder, metadata)
 
 
 def check_recorded_files(folder: str | Path) -> None:
@@ -154,9 +149,9 @@ def embedding_rows(model) -> int:
 
 
 def check_loaded_model(source: str, tokenizer, model) -> None:
-    """Every check of the module docstring on a loaded model and its tokenizer, from
-    ``source`` (a folder or a Hub id)."""
-    check_recorded_files(source)
+    """The checks of a loaded model and its tokenizer from ``source`` (a folder or a Hub
+    id): its vocabulary and the known sentences (:func:`check_tokenizer`). The saver's
+    record is checked before loading (:func:`check_recorded_files`), not again here."""
     check_tokenizer(tokenizer, embedding_rows(model), source)
 
 

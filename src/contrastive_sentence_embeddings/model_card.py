@@ -549,6 +549,8 @@ def base_comparison(metrics: Mapping, pairs: Mapping, baseline_metrics: Mapping[
     if base is None or (base.get("model") or {}).get("base_encoder") != encoder:
         return {"reason": f"no baseline row of {encoder} with {pooling} pooling was scored in this checkout "
                           "(kedro run --pipelines=baseline)"}
+    if not isinstance(base.get("sts_avg"), (int, float)) or not isinstance(metrics.get("sts_avg"), (int, float)):
+        return {"reason": f"no STS avg of this model and {name} to compare (a task not scored)"}
     tasks = sorted(set(pairs) & set(baseline_pairs.get(name) or {}))
     if not tasks:
         return {"reason": f"no per-pair STS predictions of this model and {name} to compare"}
@@ -570,7 +572,14 @@ def _evaluation(metrics: Mapping, base: Mapping | None = None) -> str:
              "Semantic textual similarity, SentEval's test files: the Spearman correlation between the cosine "
              "similarity of the two sentences' embeddings and the gold score, over all pairs of a task, x 100.",
              "", header, "|---|---:|" + ("---:|" if has_intervals else "") + "---:|"]
-    for row in rows:
+    not_scored = (metrics.get("evaluation_report") or {}).get("missing_tasks") or {}
+    by_key = {row["key"]: row for row in rows}
+    for key, name, _ in STS_BENCHMARKS:
+        if key in not_scored:  # every pair of its files was dropped as bad input (the warnings say why)
+            lines.append(f"| {name} | missing |{' |' if has_intervals else ''} 0 |")
+        if key not in by_key:
+            continue
+        row = by_key[key]
         interval = ""
         if has_intervals:
             interval = (f" {row['interval'][0]:.2f} - {row['interval'][1]:.2f} |"
@@ -586,6 +595,8 @@ def _evaluation(metrics: Mapping, base: Mapping | None = None) -> str:
         if has_intervals:
             interval_text = (f" {interval[0]:.2f} - {interval[1]:.2f} |" if isinstance(interval, Sequence) else " |")
         lines.append(f"| average (sts_avg) | {average:.2f} |{interval_text} |")
+    elif not_scored:
+        lines.append(f"| average (sts_avg) | n/a |{' |' if has_intervals else ''} |")
     not_claimed = [row for row in rows if not row["is_the_benchmark"]]
     if not_claimed:
         lines += ["", "Not listed in the card's `model-index` (its scores are not on the data set the Hub id "

@@ -127,3 +127,51 @@ def test_sts_intervals_and_per_pair_predictions_for_significance(tiny_bert_dir, 
 
     loaded = load_pair_predictions(save_pair_predictions(tmp_path / "tiny-mean.sts_pairs.npz", pairs))
     np.testing.assert_array_equal(loaded["sickr"]["predicted"], pairs["sickr"]["predicted"])
+
+
+def test_a_task_with_no_pair_left_is_marked_missing_and_the_others_scored(tiny_bert_dir, mirror_dir, tmp_path,
+                                                                          caplog):
+    """Every line of STS13's files ends in a tab (each pair dropped as bad input): the
+    task is named before encoding, the six others are scored, and every table says
+    ``missing`` for it and ``n/a`` for the averages over the tasks."""
+    import re
+    import shutil
+
+    from contrastive_sentence_embeddings.data.raw_file import folder_partitions
+    from contrastive_sentence_embeddings.evaluation import leaderboard, summary
+    from contrastive_sentence_embeddings.model_card import _evaluation
+
+    copy = tmp_path / "sts"
+    shutil.copytree(mirror_dir / "sts", copy)
+    for path in (copy / "STS13-en-test").glob("STS.input.*.txt"):
+        path.write_text("".join(line + "\t\n" for line in path.read_text(encoding="utf-8").splitlines()),
+                        encoding="utf-8")
+    settings = evaluator.EvaluationSettings(device="cpu")
+    with caplog.at_level("WARNING"):
+        data = evaluator.EvaluationData.read(folder_partitions(copy), {}, settings)
+    assert "sts13 is not scored (no pair left): STS13/FNWN: no pair left of 189 lines" in caplog.text
+    specs = [evaluator.ModelSpec("baseline-mean", str(tiny_bert_dir), "mean", "baseline", "tiny"),
+             evaluator.ModelSpec("simcse", str(tiny_bert_dir), "cls", "simcse", "tiny")]
+    metrics = evaluator.evaluate_models(specs, data, settings)
+    record = metrics["simcse"]
+    assert "sts13" not in record and "sts_avg" not in record and "sts_avg_wmean" not in record
+    assert all(np.isfinite(record[task]) for task in ("sts12", "sts14", "sts15", "sts16", "stsb", "sickr"))
+    report = record["evaluation_report"]
+    assert list(report["missing_tasks"]) == ["sts13"] and "sts13" not in report["pairs"]
+    assert report["warnings"][0].startswith("sts13: not scored, STS13/FNWN: no pair left of 189 lines")
+
+    table = leaderboard.metrics_table(metrics)
+    page = leaderboard.leaderboard_markdown(table, leaderboard.reported_table([]), metrics_by_model=metrics)
+    header = next(line for line in page.splitlines() if line.startswith("| model"))
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    for name in ("baseline-mean", "simcse"):
+        row = next(line for line in page.splitlines() if line.startswith(f"| {name} "))
+        cells = dict(zip(columns, (cell.strip() for cell in row.strip("|").split("|"))))
+        assert cells["STS13"] == "missing" and cells["STS avg"] == "n/a"
+        assert re.fullmatch(r"\d+\.\d\d", cells["STS12"])
+    assert "**simcse: scored on fewer pairs than the benchmark**" in page and "sts13 not scored, no pair left" in page
+    assert leaderboard.csv_table(table)["not_scored"].tolist() == ["sts13", "sts13"]
+    assert summary.leaderboard_summary(table)["simcse"] == {"tasks_not_scored": 1}
+    card = _evaluation(record)
+    assert re.search(r"\| STS12 \| \d+\.\d\d \|.*\n\| STS13 \| missing \|( \|)? 0 \|\n\| STS14 \|", card)
+    assert re.search(r"\| average \(sts_avg\) \| n/a \|", card)

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -197,11 +199,36 @@ def test_a_subset_whose_every_line_is_bad_is_named_before_encoding_and_the_task_
     scores = sts.score_sts(suite, dict(zip(sentences, rng.normal(size=(len(sentences), 4)))))
     assert "sts12/MSRpar" not in scores and "sts12/MSRvid" in scores and np.isfinite(scores["sts_avg"])
 
-    # Every subset of a task lost: the task is named with each file's reason, still before encoding.
+    # Every subset of a task lost: the task is named with each file's reason, still before
+    # encoding, and left out; the other six are scored, sts_avg is not computed.
     for other in (copy / "STS12-en-test").glob("STS.input.*.txt"):
         other.write_text("".join(line + "\t\n" for line in other.read_text(encoding="utf-8").splitlines()))
-    with pytest.raises(BadInputError, match=r"no scored pairs left in sts12: STS12/MSRpar: no pair left of 750 lines "
-                                            r"\(expected 2 tab-separated sentences, found \d fields: 750"):
+    report = StepReport("sts")
+    with caplog.at_level("WARNING"):
+        suite = sts.read_sts_benchmark(folder_partitions(copy), report)
+    assert sorted(suite) == sorted(set(sts.STS_TASKS) - {"sts12"})
+    assert re.match(r"STS12/MSRpar: no pair left of 750 lines \(expected 2 tab-separated sentences, found \d fields: "
+                    r"750 \(e\.g\. .*STS12/SMTeuroparl: no pair left", report.extra["missing_tasks"]["sts12"])
+    assert "sts12 is not scored (no pair left)" in caplog.text
+    sentences = sts.distinct_sentences(suite)
+    scores = sts.score_sts(suite, dict(zip(sentences, rng.normal(size=(len(sentences), 4)))))
+    assert "sts12" not in scores and "sts_avg" not in scores and np.isfinite(scores["sts13"])
+
+    # STS-B's test file with every line cut the same way: named by its file.
+    stsb = copy / "STSBenchmark" / "sts-test.csv"
+    stsb.write_text("".join(line.split("\t")[0] + "\n" for line in stsb.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
+    report = StepReport("sts")
+    suite = sts.read_sts_benchmark(folder_partitions(copy), report)
+    assert "stsb" not in suite and "STSBenchmark/sts-test.csv: no pair left of 1379 lines (expected 7 tab-separated columns" in (
+        report.extra["missing_tasks"]["stsb"])
+
+    # Nothing left anywhere: one error naming every task's reason.
+    for path in copy.rglob("STS.input.*.txt"):
+        path.write_text("".join(line + "\t\n" for line in path.read_text(encoding="utf-8").splitlines()))
+    for path in [copy / "SICK" / "SICK_test_annotated.txt"]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join([lines[0], *(line + "\tx" for line in lines[1:])]) + "\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match=r"no STS task has a pair left to score: STS12/MSRpar: no pair left"):
         sts.read_sts_benchmark(folder_partitions(copy), StepReport("sts"))
 
 
@@ -251,3 +278,21 @@ def test_a_sick_header_with_trailing_whitespace_is_read_and_another_is_named_col
     with pytest.raises(BadInputError, match=r"SICK_other\.txt:1: expected the SICK header .*column 4 is 'relatedness' "
                                             r"where the header has 'relatedness_score'"):
         sts.read_sick(other, "trial", StepReport("sick"))
+
+
+def test_a_model_selection_set_with_no_pair_left_stops_before_training(mirror_dir, tmp_path):
+    """STS-B dev with every line cut to one column: model selection cannot go on, so the
+    dev sets' reader stops, naming the file and the reason, before any training step."""
+    import shutil
+
+    from contrastive_sentence_embeddings.data.raw_file import folder_partitions
+
+    copy = tmp_path / "sts"
+    shutil.copytree(mirror_dir / "sts", copy)
+    dev = copy / "STSBenchmark" / "sts-dev.csv"
+    lines = dev.read_text(encoding="utf-8").splitlines()
+    dev.write_text("".join(line.split("\t")[0] + "\n" for line in lines), encoding="utf-8")
+    with pytest.raises(BadInputError, match=rf"STSBenchmark/sts-dev\.csv: no pair left of {len(lines)} lines "
+                                            r"\(expected 7 tab-separated columns, found 1: \d+ .*stsb_dev is a "
+                                            r"model-selection set"):
+        sts.DevScorer(folder_partitions(copy))

@@ -173,7 +173,9 @@ class EvaluationData:
                 logger.warning("STS data: %s", note)
         if settings.alignment:
             pid = STSB_FILES[settings.alignment_split]
-            if data.sts and settings.alignment_split == "test":
+            if data.sts is not None and settings.alignment_split == "test" and "stsb" not in data.sts:
+                logger.warning("alignment/uniformity: not scored, the STS-B test set has no pair left")
+            elif data.sts and settings.alignment_split == "test":
                 # The STS-B test set is already read (and counted) for STS: reading it
                 # again would count its rows twice in the report.
                 data.geometry = data.sts["stsb"][0]
@@ -187,8 +189,14 @@ class EvaluationData:
                                                 on_bad_input=settings.on_bad_input)
         data.report.log(logger)
         if data.sts:
-            data.warnings = check_pair_counts(pair_counts(data.sts))
+            data.warnings = [*(f"{task}: not scored, {why}" for task, why in data.missing_tasks.items()),
+                             *check_pair_counts(pair_counts(data.sts))]
         return data
+
+    @property
+    def missing_tasks(self) -> dict[str, str]:
+        """``{task: why}`` for every STS task left with no pair to score (read_sts_benchmark)."""
+        return dict(self.report.extra.get("missing_tasks") or {})
 
     def evaluation_report(self) -> dict:
         """What the scores are computed on (the ``evaluation_report`` block of every
@@ -199,6 +207,7 @@ class EvaluationData:
             "pairs": counts,
             "benchmark_pairs": {task: BENCHMARK_PAIRS[task] for task in counts if task in BENCHMARK_PAIRS},
             "warnings": list(self.warnings),
+            **({"missing_tasks": self.missing_tasks} if self.missing_tasks else {}),
             "data": self.report.to_dict(),
         }
         if self.sts:
@@ -416,8 +425,10 @@ def evaluate_encoder(
         metrics[spec.name] = {"model": identity, **results[spec.pooling], "eval_seconds": round(seconds, 1),
                               "evaluated_at": evaluated_at, "model_fingerprint": fingerprint,
                               "evaluation_report": evaluation_report, "provenance": record_provenance}
-        logger.info("%s (%s, %s pooling): STS avg %s, transfer avg %s", spec.name, path, spec.pooling,
-                    _fmt(results[spec.pooling].get("sts_avg")), _fmt(results[spec.pooling].get("transfer_avg")))
+        not_scored = f" ({', '.join(data.missing_tasks)} not scored)" if data.missing_tasks else ""
+        logger.info("%s (%s, %s pooling): STS avg %s%s, transfer avg %s", spec.name, path, spec.pooling,
+                    _fmt(results[spec.pooling].get("sts_avg")), not_scored,
+                    _fmt(results[spec.pooling].get("transfer_avg")))
     return metrics
 
 

@@ -50,7 +50,8 @@ HEADERS = {
 }
 # Columns added after the first releases of leaderboard.csv: written after all the others,
 # so that readers of the older columns find them where they were.
-STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty", "environment"]
+STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty", "environment",
+                  "not_scored"]
 NOTE_COLUMNS = ["vs_base_note", "transfer_note"]
 HEADERS.update({"status_reason": "why", "vs_base_note": "vs base", "transfer_note": "note", "env_label": "env"})
 # Metrics files written before results carried a time sort before every dated one.
@@ -362,6 +363,7 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
             value = metrics.get(column)
             row[column] = float(value) if isinstance(value, (int, float)) else np.nan
         row.update(provenance_columns(metrics))
+        row["not_scored"] = " ".join(not_scored_tasks(metrics))
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*IDENTITY_COLUMNS, *STS_COLUMNS, *WMEAN_COLUMNS, *TRANSFER_COLUMNS,
                                         *GEOMETRY_COLUMNS, *STATUS_COLUMNS])
@@ -370,6 +372,14 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
     table["_baseline"] = table["method"] != "baseline"
     table = table.sort_values(["_baseline", "method", "sts_avg"], ascending=[True, True, False], na_position="last")
     return table.drop(columns="_baseline").reset_index(drop=True)
+
+
+def not_scored_tasks(metrics: Mapping) -> list[str]:
+    """The STS tasks a record could not score (every pair of the task's files dropped as
+    bad input: its ``evaluation_report.missing_tasks``): marked ``missing`` in every
+    table, their averages ``n/a``."""
+    report = metrics.get("evaluation_report") or {}
+    return [str(task) for task in (report.get("missing_tasks") or {})]
 
 
 def provenance_columns(metrics: Mapping) -> dict:
@@ -507,13 +517,27 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _row_cell(row: pd.Series, column: str) -> str:
+    """A cell of ``row``: ``missing`` for an STS task the row's record could not score
+    (``not_scored``), ``n/a`` for an average over the tasks when one is missing."""
+    not_scored = str(row.get("not_scored") or "").split()
+    if not_scored and column in STS_COLUMNS + WMEAN_COLUMNS:
+        if column.removesuffix("_wmean") in not_scored:
+            return "missing"
+        if column.startswith("sts_avg"):
+            return "n/a"
+    return _cell(row[column])
+
+
 def markdown_table(table: pd.DataFrame, columns: Sequence[str]) -> str:
-    """A GitHub-flavoured Markdown table; numbers to 2 decimals, missing values empty.
-    Columns that are empty in every row are left out."""
-    columns = [c for c in columns if c in table and table[c].map(_cell).ne("").any()]
+    """A GitHub-flavoured Markdown table; numbers to 2 decimals, missing values empty
+    (an STS task a record could not score says ``missing``). Columns that are empty in
+    every row are left out."""
+    cells = {c: [_row_cell(row, c) for _, row in table.iterrows()] for c in columns if c in table}
+    columns = [c for c in columns if c in cells and any(cells[c])]
     header = "| " + " | ".join(HEADERS.get(c, c) for c in columns) + " |"
     rule = "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(table[c]) else "---" for c in columns) + "|"
-    body = ["| " + " | ".join(_cell(row[c]) for c in columns) + " |" for _, row in table.iterrows()]
+    body = ["| " + " | ".join(cells[c][i] for c in columns) + " |" for i in range(len(table))]
     return "\n".join([header, rule, *body])
 
 
@@ -692,13 +716,16 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
 def short_scores(metrics_by_model: Mapping[str, Mapping]) -> dict[str, list[str]]:
     """``{model: ["sts12 2,358 of 3,108 pairs", ...]}`` for every record scored on fewer
     pairs of a task than its benchmark has (a file's lines dropped as bad input, a subset
-    left with none): said under the table, since the score is not the benchmark's."""
+    left with none) or on none (``sts13 not scored, no pair left (why)``): said under
+    the table, since the score is not the benchmark's."""
     short = {}
     for key, metrics in metrics_by_model.items():
         report = metrics.get("evaluation_report") or {}
         pairs, benchmark = report.get("pairs") or {}, report.get("benchmark_pairs") or {}
         tasks = [f"{task} {count:,} of {benchmark[task]:,} pairs" for task, count in pairs.items()
                  if isinstance(count, int) and isinstance(benchmark.get(task), int) and count < benchmark[task]]
+        tasks += [f"{task} not scored, no pair left ({why})"
+                  for task, why in (report.get("missing_tasks") or {}).items()]
         if tasks:
             short[(metrics.get("model") or {}).get("name", key)] = tasks
     return short
@@ -908,6 +935,9 @@ def _why_no_test(row, carried: bool, base: str | None, missing_runs: Sequence[st
         return "no baseline predictions (kedro run --pipelines=baseline)"
     if missing_runs:
         return f"no per-pair predictions of {', '.join(missing_runs)} (kedro run --pipelines={method_block(row.model)})"
+    if str(getattr(row, "not_scored", "") or "").split():
+        # The test is over all 7 tasks' pairs, as STS avg is: on fewer it would be another test.
+        return f"n/a ({', '.join(str(row.not_scored).split())} not scored)"
     return ""
 
 

@@ -142,19 +142,14 @@ def read_sts_years(
         gold_id = f"{task}-en-test/STS.gs.{subset}.txt"
         if gold_id not in raw_sts:
             raise FileNotFoundError(f"{raw_sts[pid]().label}: no gold scores {gold_id} beside it")
-        own = StepReport(report.step)  # this file's drops alone, to name them if nothing is left
-        read = read_sts_subset(raw_sts[pid](), raw_sts[gold_id](), task, subset, own, on_bad_input)
-        report.absorb(own)
-        report.rows_in += own.rows_in
-        report.rows_out += own.rows_out
+        read, own = _read_apart(report, lambda own: read_sts_subset(raw_sts[pid](), raw_sts[gold_id](), task,
+                                                                      subset, own, on_bad_input))
         if len(read):
             years.setdefault(task, []).append(read)
             continue
         # Named now, before any encoding: an empty subset would stop the scoring after it.
-        why = "; ".join(f"{reason}: {count}" + (f" (e.g. {own.examples[reason][0]})" if own.examples.get(reason) else "")
-                        for reason, count in own.dropped.most_common()) or "the file has no lines"
-        message = f"{task}/{subset}: no pair left of {own.rows_in} lines ({why}); left out of {task.lower()}"
-        logger.warning("%s, which is scored on its other subsets (fewer pairs than the benchmark)", message)
+        message = f"{task}/{subset}: no pair left of {own.rows_in} lines ({drop_reasons(own)})"
+        logger.warning("%s; left out of %s", message, task.lower())
         report.extra.setdefault("empty_subsets", []).append(message)
         years.setdefault(task, [])
     return years
@@ -220,6 +215,24 @@ def header_difference(found: Sequence[str], expected: Sequence[str]) -> str:
         if found[index].strip() != name:
             return f"column {index + 1} is {found[index]!r} where the header has {name!r}"
     return "the header matches"
+
+
+def _read_apart(report: StepReport, read: Callable[[StepReport], StsSubset]) -> tuple[StsSubset, StepReport]:
+    """``read(own)`` with a report of its own (so one file's drops can be named when it
+    leaves nothing), then added to ``report``."""
+    own = StepReport(report.step)
+    subset = read(own)
+    report.absorb(own)
+    report.rows_in += own.rows_in
+    report.rows_out += own.rows_out
+    return subset, own
+
+
+def drop_reasons(report: StepReport) -> str:
+    """Why a file gave no pair: each drop reason with its count and first example."""
+    return "; ".join(f"{reason}: {count}" + (f" (e.g. {report.examples[reason][0]})" if report.examples.get(reason)
+                                             else "")
+                     for reason, count in report.dropped.most_common()) or "the file has no lines"
 
 
 def _partition(raw_sts: Mapping[str, Callable[[], RawFile]], pid: str, what: str) -> RawFile:
@@ -292,20 +305,35 @@ STS_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 def read_sts_benchmark(
     raw_sts: Mapping[str, Callable[[], RawFile]], report: StepReport, on_bad_input: str = "skip"
 ) -> dict[str, list[StsSubset]]:
-    """The 7 STS test sets by metric key (``sts12`` .. ``sts16``, ``stsb``, ``sickr``)."""
+    """The 7 STS test sets by metric key (``sts12`` .. ``sts16``, ``stsb``, ``sickr``).
+    A task left with no pair (every line of its files dropped as bad input) is named
+    with the reasons before any encoding, left out of the suite and listed in
+    ``report.extra["missing_tasks"]``; with no task left at all, an error."""
     years = read_sts_years(raw_sts, report, on_bad_input)
     missing = [year for year in STS_YEARS if year not in years]
     if missing:
         raise FileNotFoundError(f"data/01_raw/sts has no STS.input files for {', '.join(missing)}")
     suite = {year.lower(): years[year] for year in STS_YEARS}
-    empty = [task for task, subsets in suite.items() if not sum(map(len, subsets))]
-    if empty:
-        named = [line for line in report.extra.get("empty_subsets", []) if line.split("/", 1)[0].lower() in empty]
-        raise BadInputError(f"no scored pairs left in {', '.join(empty)}" + (f": {'; '.join(named)}" if named else ""))
-    suite["stsb"] = [read_stsb_split(_partition(raw_sts, STSB_FILES["test"], "STS-B test"), "test", report,
-                                     on_bad_input)]
-    suite["sickr"] = [read_sick(_partition(raw_sts, SICK_FILES["test"], "SICK-R test"), "test", report,
-                                on_bad_input)]
+    missing = {year.lower(): "; ".join(line for line in report.extra.get("empty_subsets", [])
+                                             if line.split("/", 1)[0] == year)
+                     for year in STS_YEARS if not years[year]}
+    for task, (pid, what, read) in {"stsb": (STSB_FILES["test"], "STS-B test", read_stsb_split),
+                                    "sickr": (SICK_FILES["test"], "SICK-R test", read_sick)}.items():
+        raw = _partition(raw_sts, pid, what)
+        subset, own = _read_apart(report, lambda own: read(raw, "test", own, on_bad_input))
+        suite[task] = [subset]
+        if not len(subset):
+            missing[task] = f"{raw.label}: no pair left of {own.rows_in} lines ({drop_reasons(own)})"
+    if len(missing) == len(suite):
+        raise BadInputError("no STS task has a pair left to score: " + "; ".join(missing.values()))
+    for task, why in missing.items():
+        # Named before any encoding; the other tasks are scored, this one is marked
+        # missing in every table (the record's evaluation_report.missing_tasks), and
+        # sts_avg is not computed.
+        del suite[task]
+        logger.warning("%s is not scored (no pair left): %s; sts_avg is not computed", task, why)
+    if missing:
+        report.extra["missing_tasks"] = missing
     return suite
 
 
@@ -315,14 +343,21 @@ def read_dev_sets(
     """The model-selection sets: STS-B dev and SICK-R trial. STS data from the Hub has
     no SICK trial set (``mteb/sickr-sts`` is one split): then STS-B dev only, said in
     the log; a mirror without the file is an error as before."""
-    sets = {"stsb_dev": [read_stsb_split(_partition(raw_sts, STSB_FILES["dev"], "STS-B dev"), "dev", report,
-                                         on_bad_input)]}
+    files = {"stsb_dev": (STSB_FILES["dev"], "STS-B dev", read_stsb_split, "dev"),
+             "sickr_dev": (SICK_FILES["trial"], "SICK-R trial", read_sick, "trial")}
     if SICK_FILES["trial"] not in raw_sts and PROVENANCE_FILE in raw_sts:
         logger.warning("dev sets: the STS data is from the Hub, which has no SICK-R trial set; model selection "
                        "has STS-B dev only (no sickr_dev, no dev_avg)")
-        return sets
-    sets["sickr_dev"] = [read_sick(_partition(raw_sts, SICK_FILES["trial"], "SICK-R trial"), "trial", report,
-                                   on_bad_input)]
+        del files["sickr_dev"]
+    sets = {}
+    for name, (pid, what, read, split) in files.items():
+        raw = _partition(raw_sts, pid, what)
+        subset, own = _read_apart(report, lambda own: read(raw, split, own, on_bad_input))
+        if not len(subset):
+            # Model selection cannot go on without it: stop before any training step.
+            raise BadInputError(f"{raw.label}: no pair left of {own.rows_in} lines ({drop_reasons(own)}); "
+                                f"{name} is a model-selection set")
+        sets[name] = [subset]
     return sets
 
 

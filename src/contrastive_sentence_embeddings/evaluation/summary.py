@@ -14,7 +14,8 @@ untrained encoder's STS average for each pooling. ``vs_base`` is the STS average
 minus the baseline's with the same pooling and ``p`` its paired bootstrap p-value
 (the leaderboard's ``delta_vs_base``, ``p_vs_base``); ``examples`` the training
 examples seen, ``seconds`` the training time. A value the leaderboard does not have
-is left out (DVC shows ``-``). Rows the leaderboard marks ``carried`` (results that came
+is left out (DVC shows ``-``); a model with an STS task it could not score (no pair left
+in that task's files) has no ``sts_avg`` and ``tasks_not_scored`` counts them. Rows the leaderboard marks ``carried`` (results that came
 with the repository, with no model behind them here) are left out too: the summary is
 this checkout's runs, so an experiment's summary never shows another run's numbers as
 its own. A row the leaderboard marks ``stale`` (its model is here, but its parameters,
@@ -79,6 +80,8 @@ def leaderboard_summary(table: pd.DataFrame) -> dict[str, Mapping]:
             continue
         fields = {key: _number(row.get(column), digits) for key, (column, digits) in TRAINED_FIELDS.items()}
         entry = {key: value for key, value in fields.items() if value is not None}
+        if str(row.get("not_scored") or "").split():  # no sts_avg: said as a count DVC can show
+            entry["tasks_not_scored"] = len(str(row["not_scored"]).split())
         if status == STALE:
             entry["stale"] = STALE_MARK
         summary[str(row["model"])] = entry

@@ -68,3 +68,14 @@ def test_a_known_failure_is_found_behind_kedro_s_wrapping_and_others_are_not():
     except ParameterCommandError as said:
         assert known_failure(said) is None  # click says it as it is
     assert known_failure(ZeroDivisionError()) is None
+
+
+def test_the_command_starts_without_torch():
+    """``--help`` and ``experiments`` need no model code: the known failures the command
+    turns into one line are imported when an error is met, so torch (over a second) is
+    not loaded at start."""
+    done = subprocess.run([sys.executable, "-c", "import sys, contrastive_sentence_embeddings.cli as cli; "
+                           "print('torch' in sys.modules); cli.known_failures(); print('torch' in sys.modules)"],
+                          cwd=ROOT, env=ENVIRONMENT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]

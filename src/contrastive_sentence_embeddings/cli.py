@@ -24,23 +24,30 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 
 from contrastive_sentence_embeddings.config import ParameterError, parse_params_text
-from contrastive_sentence_embeddings.data.own_data import SourceError
-from contrastive_sentence_embeddings.data.raw_sources import RawDataUnavailable, RawSourceChanged
-from contrastive_sentence_embeddings.data.report import BadInputError
-from contrastive_sentence_embeddings.data.sts_hub import HubLayoutError
-from contrastive_sentence_embeddings.encoders import EncoderUnavailable
-from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
-from contrastive_sentence_embeddings.model_integrity import BrokenModelFolder
 from contrastive_sentence_embeddings.log_handlers import RUN_LOG
-from contrastive_sentence_embeddings.run_locks import LockFolderNotWritable, LockHeld
-from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
-from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointError
 
-# Failures whose message already names the file or parameter and the fix: the user gets
-# that message alone, the traceback goes to the run log (logs/kedro.log).
-KNOWN_FAILURES = (EncoderUnavailable, BrokenModelFolder, RawDataUnavailable, RawSourceChanged, ParameterError,
-                  BadInputError, SourceError, HubLayoutError, LockHeld, LockFolderNotWritable, LauncherRunRefused, NoSpaceLeftError,
-                  CorruptCheckpointError)
+
+@functools.cache
+def known_failures() -> tuple[type[BaseException], ...]:
+    """Failures whose message already names the file or parameter and the fix: the user
+    gets that message alone, the traceback goes to the run log (logs/kedro.log).
+    Imported when an error is met, not at start: the trainer's brings torch, over a
+    second before any command (``--help`` included) could begin."""
+    from contrastive_sentence_embeddings.data.own_data import SourceError
+    from contrastive_sentence_embeddings.data.raw_sources import RawDataUnavailable, RawSourceChanged
+    from contrastive_sentence_embeddings.data.report import BadInputError
+    from contrastive_sentence_embeddings.data.sts_hub import HubLayoutError
+    from contrastive_sentence_embeddings.encoders import EncoderUnavailable
+    from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
+    from contrastive_sentence_embeddings.model_integrity import BrokenModelFolder
+    from contrastive_sentence_embeddings.run_locks import LockFolderNotWritable, LockHeld
+    from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
+    from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointError
+
+    return (EncoderUnavailable, BrokenModelFolder, RawDataUnavailable, RawSourceChanged, ParameterError,
+            BadInputError, SourceError, HubLayoutError, LockHeld, LockFolderNotWritable, LauncherRunRefused,
+            NoSpaceLeftError, CorruptCheckpointError)
+
 
 PARAMS_HELP = (
     "Parameters for this run, over conf/ and params.yaml: comma-separated key=value items, "
@@ -62,14 +69,14 @@ def split_params(ctx: click.Context, param: click.Parameter, value):
 
 def known_failure(error: BaseException) -> BaseException | None:
     """``error`` or the first exception it was raised from (or during) that is one of
-    :data:`KNOWN_FAILURES` (Kedro wraps a data set's error in its own); None when
+    :func:`known_failures` (Kedro wraps a data set's error in its own); None when
     there is none, or when a click exception (a message made for the user already, such
     as a misspelt parameter's) comes first."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, click.ClickException):  # already a message for the user: click says it as it is
             return None
-        if isinstance(error, KNOWN_FAILURES):
+        if isinstance(error, known_failures()):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

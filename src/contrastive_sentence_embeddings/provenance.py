@@ -235,9 +235,19 @@ def cpu_description() -> str:
     fields = cpu_fields()
     if fields is None:
         return platform.processor() or platform.machine()
-    flags = set(fields.get("flags", "").split())
-    units = [name for name, flag in (("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
+    units = cpu_feature_labels(fields.get("flags", "").split(), ("avx512f", "amx_tile"))
     return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
+
+
+# The CPU features that decide which kernels torch runs, as tables name them.
+CPU_FEATURES = {"avx512f": "AVX-512", "amx_tile": "AMX", "avx2": "AVX2", "sve": "SVE", "asimd": "NEON"}
+
+
+def cpu_feature_labels(flags, wanted=tuple(CPU_FEATURES)) -> list[str]:
+    """The names of the ``wanted`` features (:data:`CPU_FEATURES` keys) among a CPU's
+    ``flags``; AVX2 is left unsaid where AVX-512 is there (every such CPU has it)."""
+    labels = [CPU_FEATURES[flag] for flag in wanted if flag in set(flags)]
+    return [label for label in labels if not (label == "AVX2" and "AVX-512" in labels)]
 
 
 # Environment variables that change a run's speed or memory without showing in its
@@ -359,10 +369,7 @@ def environment_label(record: Mapping | None) -> str:
     if not record:
         return "not recorded (written before records named their machine)"
     machine, libraries = record.get("machine") or {}, record.get("libraries") or {}
-    features = {"avx512f": "AVX-512", "amx_tile": "AMX", "avx2": "AVX2", "sve": "SVE", "asimd": "NEON"}
-    flags = [label for flag, label in features.items() if flag in (machine.get("cpu_flags") or [])]
-    if "AVX-512" in flags and "AVX2" in flags:
-        flags.remove("AVX2")
+    flags = cpu_feature_labels(machine.get("cpu_flags") or [])
     text = f"{machine.get('cpu') or 'unknown CPU'} ({', '.join(flags) or 'no AVX2'})"
     if machine.get("gpu"):
         gpu = machine["gpu"]

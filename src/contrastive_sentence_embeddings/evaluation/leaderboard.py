@@ -403,27 +403,27 @@ def provenance_columns(metrics: Mapping) -> dict:
             "environment": record_environments(metrics)}
 
 
+def evaluation_environments(metrics: Mapping) -> list[Mapping | None]:
+    """The environment records a record's scores were computed with: its own, or for a
+    summary over seeds each run's (None where a run's record names none)."""
+    record_provenance = metrics.get("provenance") or {}
+    sources = list((record_provenance.get("runs") or {}).values()) or [record_provenance]
+    return [((source or {}).get("evaluation") or {}).get("environment") for source in sources]
+
+
 def record_environments(metrics: Mapping) -> str:
     """The key (``provenance.environment_key``) of the machine and libraries a record's
     scores were computed with; for a summary over seeds, each run's distinct key joined
     by ``+``; ``""`` for a record written before records named them."""
-    record_provenance = metrics.get("provenance") or {}
-    sources = list((record_provenance.get("runs") or {}).values()) or [record_provenance]
-    keys = [provenance.environment_key(((source or {}).get("evaluation") or {}).get("environment"))
-            for source in sources]
+    keys = [provenance.environment_key(environment) for environment in evaluation_environments(metrics)]
     return "+".join(dict.fromkeys(keys)) if all(keys) else ""
 
 
 def environments_of(metrics_by_model: Mapping[str, Mapping]) -> dict[str, Mapping]:
     """Every environment record the records hold (each run's for a seed summary), by key."""
-    found: dict[str, Mapping] = {}
-    for metrics in metrics_by_model.values():
-        record_provenance = metrics.get("provenance") or {}
-        for source in list((record_provenance.get("runs") or {}).values()) or [record_provenance]:
-            environment = ((source or {}).get("evaluation") or {}).get("environment")
-            if environment:
-                found.setdefault(provenance.environment_key(environment), environment)
-    return found
+    return {provenance.environment_key(environment): environment
+            for metrics in metrics_by_model.values() for environment in evaluation_environments(metrics)
+            if environment}
 
 
 def environment_labels(table: pd.DataFrame) -> dict[str, str]:

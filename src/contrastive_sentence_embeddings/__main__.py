@@ -2,7 +2,10 @@
 as `contrastive-sentence-embeddings` and `python -m contrastive_sentence_embeddings`
 (= `kedro run`, with the same options), and
 `contrastive-sentence-embeddings experiments`: DVC's experiments ranked by STS avg
-(:mod:`contrastive_sentence_embeddings.experiments`).
+(:mod:`contrastive_sentence_embeddings.experiments`), and
+`contrastive-sentence-embeddings publish <folder> --repo-id <user>/<name>`: a trained
+model and its card pushed to the Hugging Face Hub
+(:mod:`contrastive_sentence_embeddings.publishing`).
 """
 import sys
 from pathlib import Path
@@ -16,6 +19,10 @@ def main(*args, **kwargs) -> Any:
         from contrastive_sentence_embeddings.experiments import main as rank_experiments
 
         sys.exit(rank_experiments(argv[1:]))
+    if argv[:1] == ["publish"]:
+        from contrastive_sentence_embeddings.publishing import main as publish
+
+        sys.exit(publish(argv[1:]))
 
     from kedro.framework.cli.utils import find_run_command
     from kedro.framework.project import configure_project

@@ -139,7 +139,7 @@ def cli() -> None:
 # the group's: one command object serves both.
 run = _with_params_splitting(kedro_run)
 run.epilog = (
-    "The console script also ranks DVC's experiments: "
-    "contrastive-sentence-embeddings experiments --help."
+    "The console script also ranks DVC's experiments (contrastive-sentence-embeddings experiments --help) "
+    "and publishes a trained model with its card to the Hub (contrastive-sentence-embeddings publish --help)."
 )
 cli.add_command(run, name="run")

@@ -82,3 +82,26 @@ def test_stale_rows_are_kept_and_marked_stale():
     ])
     assert leaderboard_summary(table) == {"simcse": {"sts_avg": 74.3, "stale": 1}, "declutr": {"sts_avg": 79.2},
                                           "baseline": {"mean": 78.9}}
+
+
+def test_the_summary_of_the_table_as_the_catalog_writes_and_reads_it(tmp_path):
+    """The summary node reads leaderboard.csv back through the catalog's own data set:
+    an empty `not_scored` cell (every task scored) must not count as a task not scored,
+    and a row with one says how many (the committed summary once said 1 for every row)."""
+    import yaml
+    from kedro.io import AbstractDataset
+
+    entry = dict(yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "catalog.yml").read_text())["leaderboard_table"])
+    entry["filepath"] = str(tmp_path / "leaderboard.csv")
+    dataset = AbstractDataset.from_config("leaderboard_table", entry)
+    dataset.save(pd.DataFrame([
+        row("baseline-mean", "baseline", "mean", 78.87401, not_scored="", status="current"),
+        row("declutr", "declutr", "mean", 79.22864, delta_vs_base=0.35462, p_vs_base=0.001, not_scored="",
+            paper_sts_avg=float("nan"), status="current"),
+        row("scd", "scd", "cls_before_pooler", float("nan"), delta_vs_base=float("nan"), not_scored="sts13 sickr",
+            status="current"),
+    ]))
+    summary = leaderboard_summary(dataset.load())
+    assert summary["declutr"] == {"sts_avg": 79.23, "vs_base": 0.35, "p": 0.001}
+    assert summary["scd"] == {"tasks_not_scored": 2}
+    assert summary["baseline"] == {"mean": 78.87}

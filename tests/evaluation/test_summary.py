@@ -47,8 +47,18 @@ def test_a_table_without_the_columns_it_needs_is_refused():
         leaderboard_summary(pd.DataFrame([{"model": "x", "method": "y"}]))
 
 
+def catalog_dataset(name: str, **changes):
+    """The catalog's data set ``name`` (conf/base/catalog.yml), as the pipeline reads it."""
+    import yaml
+    from kedro.io import AbstractDataset
+
+    entry = dict(yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "catalog.yml").read_text())[name])
+    entry["filepath"] = str(PROJECT_ROOT / entry["filepath"])
+    return AbstractDataset.from_config(name, {**entry, **changes})
+
+
 def test_the_committed_leaderboard_summarises_to_its_own_rows():
-    table = pd.read_csv(PROJECT_ROOT / "data/08_reporting/leaderboard.csv")
+    table = catalog_dataset("leaderboard_table").load()  # as the summary node reads it
     summary = leaderboard_summary(table)
     own = table[table["status"] != "carried"]  # results carried from the repository are not this checkout's
     trained = own[(own["method"] != "baseline") & ~own["model"].str.contains(r"\.seed\d+$")]
@@ -88,12 +98,7 @@ def test_the_summary_of_the_table_as_the_catalog_writes_and_reads_it(tmp_path):
     """The summary node reads leaderboard.csv back through the catalog's own data set:
     an empty `not_scored` cell (every task scored) must not count as a task not scored,
     and a row with one says how many (the committed summary once said 1 for every row)."""
-    import yaml
-    from kedro.io import AbstractDataset
-
-    entry = dict(yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "catalog.yml").read_text())["leaderboard_table"])
-    entry["filepath"] = str(tmp_path / "leaderboard.csv")
-    dataset = AbstractDataset.from_config("leaderboard_table", entry)
+    dataset = catalog_dataset("leaderboard_table", filepath=str(tmp_path / "leaderboard.csv"))
     dataset.save(pd.DataFrame([
         row("baseline-mean", "baseline", "mean", 78.87401, not_scored="", status="current"),
         row("declutr", "declutr", "mean", 79.22864, delta_vs_base=0.35462, p_vs_base=0.001, not_scored="",

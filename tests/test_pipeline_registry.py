@@ -29,7 +29,7 @@ from tests.helpers import PROJECT_ROOT, ScratchProject, assert_card_states_the_m
 RAW = {f"ingest_{source}" for source in ("wiki", "longdocs", "openwebtext", "sts", "nli", "transfer")}
 SENTENCE_STEPS = {"ingest_wiki", "ingest_longdocs", "collect_sentence_candidates", "sample_sentences"}
 SCORING_INPUTS = {"ingest_sts", "ingest_transfer"}
-LEADERBOARD = {"build_leaderboard", "summarise_leaderboard"}
+LEADERBOARD = {"build_leaderboard", "summarise_leaderboard", "paper_table"}
 # A trained row's `vs base` is tested against the baseline's per-pair predictions: every method's pipeline scores it.
 ROW = SCORING_INPUTS | {"baseline.evaluate"} | LEADERBOARD
 
@@ -83,9 +83,12 @@ def test_the_other_user_pipelines(shipped):
     assert node_names(pipelines["evaluation"]) == {f"transfer.{m}.evaluate" for m in methods} | {
         "baseline.transfer"} | LEADERBOARD
     assert node_names(pipelines["leaderboard"]) == LEADERBOARD
+    # Any encoder as its own row: the raw evaluation data, its scoring and the leaderboard, no baseline.
+    assert node_names(pipelines["external"]) == SCORING_INPUTS | {"external.evaluate"} | LEADERBOARD
     every_node = node_names(pipelines["__default__"])
     for name, pipeline in pipelines.items():
-        assert node_names(pipeline) <= every_node, name
+        if name != "external":  # not in the default run: it needs a model named in --params
+            assert node_names(pipeline) <= every_node, name
 
 
 def test_no_evaluation_runs_before_the_training_that_writes_its_model(shipped):
@@ -149,14 +152,15 @@ def test_the_leaderboard_is_one_node_waiting_for_every_metrics_data_set_of_the_g
               for pipeline in pipelines.values() if NODE_NAME in node_names(pipeline)}
     assert len(boards) == 1  # identical everywhere, which is what lets Kedro merge them
     [board] = boards
-    every_metrics = {output for output in graph.all_outputs() if is_metrics(output)}
+    every_metrics = {output for pipeline in pipelines.values() for output in pipeline.all_outputs()
+                     if is_metrics(output)}
     assert set(ordering_inputs(board)) == every_metrics
     runs = {run for method, config in methods.items() for run in config.run_names(method)}
-    assert every_metrics == {"baseline_metrics", "baseline_transfer_metrics"} | {f"{m}.metrics" for m in methods} | {
-        f"{m}.metrics_full" for m in methods} | {f"{run}.metrics" for run in runs}
+    assert every_metrics == {"baseline_metrics", "baseline_transfer_metrics", "external_metrics"} | {
+        f"{m}.metrics" for m in methods} | {f"{m}.metrics_full" for m in methods} | {f"{run}.metrics" for run in runs}
     # The per-pair predictions the leaderboard tests with are written by nodes that also write metrics, so
     # waiting for the metrics waits for them.
-    for node in graph.nodes:
+    for node in {node for pipeline in pipelines.values() for node in pipeline.nodes}:
         if any(output.endswith("sts_pairs") for output in node.outputs):
             assert any(is_metrics(output) for output in node.outputs), node.name
 

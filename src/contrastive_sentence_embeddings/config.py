@@ -300,6 +300,45 @@ class TransferEvaluationConfig:
     baseline_poolings: list = field(default_factory=lambda: ["mean"])
 
 
+# A row's name becomes a file name (metrics/<name>.json) and a Markdown cell.
+_ROW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ExternalConfig:
+    """``external``: any encoder scored on the harness as its own leaderboard row
+    (``kedro run --pipelines=external``): a model folder or Hub id, the pooling it is
+    scored with, the row's name (None: ``external-`` and the folder's or id's last
+    part) and whether the transfer tasks are scored too."""
+
+    model: str | None = None
+    pooling: str = "mean"
+    name: str | None = None
+    transfer: bool = field(default=False, metadata=flag())
+
+    def __post_init__(self) -> None:
+        for key in ("model", "name"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ParameterValueError(f"external.{key}", value, "must be a non-empty string or null")
+        if self.name is not None and not _ROW_NAME.match(self.name):
+            raise ParameterValueError("external.name", self.name,
+                                      "must be letters, digits, '_', '-' or '.' (it names the metrics file)")
+        from contrastive_sentence_embeddings.pooling import POOLING_METHODS  # torch: only when a block is parsed
+
+        if self.pooling not in POOLING_METHODS:
+            raise ParameterValueError("external.pooling", self.pooling, f"must be one of {', '.join(POOLING_METHODS)}")
+
+    def row_name(self) -> str:
+        """The leaderboard row (and metrics file) of the scored model."""
+        if self.name:
+            return self.name
+        if not self.model:
+            raise ValueError("external.model is not set")
+        last = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(str(self.model).rstrip("/\\")).name).strip("-.") or "model"
+        return f"external-{last}"
+
+
 @dataclass(frozen=True)
 class DvcStagesConfig:
     """``dvc``: the methods ``dvc repro`` keeps up to date (``dvc.yaml`` iterates over these
@@ -326,18 +365,24 @@ class DvcStagesConfig:
 
 @dataclass(frozen=True)
 class LeaderboardConfig:
-    """``leaderboard``: the paired bootstrap tests against the starting encoder
-    (resamples, seed, significance level) and an optional equal-budget filter."""
+    """``leaderboard``: the paired bootstrap tests against the starting encoder and,
+    optionally, against a ``reference`` row (resamples, seed, significance level), and
+    an optional equal-budget filter."""
 
     bootstrap_resamples: int = field(default=1000, metadata=integer(1))
     bootstrap_seed: int = field(default=0, metadata=random_seed())
     alpha: float = field(default=0.05, metadata=number(0, 1, low_open=True, high_open=True))
     # keep trained rows that saw exactly this many examples
     examples_budget: int | None = field(default=None, metadata=integer(1, null=True))
+    # a row's name (a method, its seed summary, baseline-<pooling>, an external row):
+    # every other row is tested against it as `vs base` is against the starting encoder
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         if self.bootstrap_resamples < 1 or not 0 < self.alpha < 1:
             raise ValueError("bootstrap_resamples must be positive and alpha in (0, 1)")
+        if self.reference is not None and (not isinstance(self.reference, str) or not self.reference.strip()):
+            raise ParameterValueError("leaderboard.reference", self.reference, "must be a row's name or null")
 
 
 # --- your own data ---------------------------------------------------------------------

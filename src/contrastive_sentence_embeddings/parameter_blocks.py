@@ -24,6 +24,7 @@ from contrastive_sentence_embeddings.config import (
     BaselineConfig,
     DvcStagesConfig,
     LeaderboardConfig,
+    ExternalConfig,
     LongDocumentsConfig,
     NliPairsConfig,
     ParameterError,
@@ -93,6 +94,7 @@ def validate_parameters(params: Mapping) -> None:
         "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
         "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
         "leaderboard": lambda p: parse_strict(LeaderboardConfig, p, "leaderboard"),
+        "external": lambda p: parse_strict(ExternalConfig, p, "external"),
         "dvc": lambda p: parse_strict(DvcStagesConfig, p, "dvc").check(names),
     }
     unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))

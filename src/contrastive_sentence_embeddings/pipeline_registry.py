@@ -16,6 +16,9 @@ Everything a user runs is cut from that graph, never restated:
 * ``evaluation``: the transfer instances and the baseline's transfer scores, for the
   models already trained, and the leaderboard;
 * ``leaderboard``: the table (and its summary) from the metrics files present;
+* ``external``: any encoder (``--params "external.model=<folder or Hub id>"``) scored on
+  every evaluation as its own leaderboard row (``external.evaluate``; not in the default
+  run, which has no model to name);
 * ``__default__``: the whole graph; every evaluation reads the model data set it scores,
   so Kedro orders it after that model's training.
 
@@ -198,13 +201,18 @@ def user_pipelines(graph: Pipeline, methods: Iterable[str]) -> dict[str, Pipelin
     """What ``kedro run --pipelines=<name>`` runs, each cut from ``graph``; any of them
     can be summed (``--pipelines=a,b``)."""
     methods = list(methods)
-    board = leaderboard_pipeline(graph)
+    external = evaluation.external_pipeline()
+    # The board waits for the external row too, so that `--pipelines=external` builds it after the scoring.
+    board = leaderboard_pipeline(graph + external)
     pipelines = {
         "raw_data": graph.only_nodes_with_tags("raw_data"),
         # the built-in prepared data and every method's own data (they read no input)
         "data_processing": graph.to_outputs(*PREPARED) + graph.only_nodes_with_tags("own_data"),
         "baseline": graph.to_outputs("baseline_metrics", "baseline_mteb_results") + board,
         "leaderboard": board,
+        # Any encoder scored as its own row; not in the default run, which has no model to name.
+        "external": graph.to_outputs(*(i for i in external.inputs() if not i.startswith("params:"))) + external
+        + board,
     }
     for name in methods:
         per_run = sorted(output for output in graph.all_outputs()

@@ -86,6 +86,13 @@ logger = logging.getLogger(__name__)
 Partitions = Mapping[str, Callable[[], RawFile]]
 
 
+# The method of a row scored from an encoder this project did not train here (any folder
+# or Hub id, ``kedro run --pipelines=external``); like the baseline's rows, its parameters
+# are the encoder and the pooling.
+EXTERNAL = "external"
+UNTRAINED_ROWS = ("baseline", EXTERNAL)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One leaderboard row to produce: which encoder, pooled how, and its identity."""
@@ -418,7 +425,7 @@ def evaluate_encoder(
         identity.update({k: v for k, v in model_metadata.items()
                          if k in ("method", "base_encoder", "seed") and not identity.get(k)})
         record_provenance = provenance.record_provenance(
-            model_metadata.get("provenance"), baseline=identity.get("method") == "baseline",
+            model_metadata.get("provenance"), baseline=identity.get("method") in UNTRAINED_ROWS,
             encoder=identity.get("base_encoder") or path, pooling=spec.pooling, model_path=path,
             model_fingerprint=fingerprint, settings=settings, scored_on=data.fingerprints, evaluated_at=evaluated_at,
             code=code, execution=encoder.execution())

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.config import BaselineConfig, LeaderboardConfig, TransferEvaluationConfig, parse_strict
+from contrastive_sentence_embeddings.config import (
+    BaselineConfig,
+    ExternalConfig,
+    LeaderboardConfig,
+    TransferEvaluationConfig,
+    parse_strict,
+)
 from contrastive_sentence_embeddings.crash_points import crash_point
 from contrastive_sentence_embeddings.encoding import read_model_metadata
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
@@ -22,6 +28,7 @@ from contrastive_sentence_embeddings.evaluation.evaluator import (
     EvaluationData,
     EvaluationSettings,
     evaluation_settings,
+    EXTERNAL,
     ModelSpec,
     Partitions,
     evaluate_models,
@@ -172,3 +179,39 @@ def evaluate_baseline_transfer(
     settings = evaluation_settings(evaluation, config.evaluation, "transfer_evaluation.evaluation")
     return score_models(baseline_specs(encoder, config.baseline_poolings), raw_sts, raw_transfer, settings)[0]
 
+
+
+def external_spec(config: ExternalConfig, methods: Sequence[str] = ()) -> ModelSpec:
+    """The row of an encoder scored on the harness (``external``): its name, the model
+    (a folder inside the project relative to it; anything else, a Hub id included, as
+    given) as its own base encoder, as a baseline row is, and the pooling. A name the
+    project's own rows use (``baseline-*``, a listed method or its seeds) is refused:
+    its metrics file would replace theirs."""
+    if not config.model:
+        raise ValueError("external.model is not set: name the model folder or Hub id to score, e.g. "
+                         "kedro run --pipelines=external --params \"external.model=path/to/model\"")
+    name = config.row_name()
+    taken = name.startswith("baseline") or name in methods or ".seed" in name or any(
+        name.startswith(f"{method}.") for method in methods)
+    if taken:
+        raise ValueError(f"external.name = {name!r} is a name of the project's own rows (baseline-*, a method in "
+                         "`methods` or its seeds): choose another (--params \"external.name=my-model\")")
+    model = project_relative(config.model) if Path(config.model).exists() else config.model
+    return ModelSpec(name, model, config.pooling, EXTERNAL, model)
+
+
+def evaluate_external(raw_sts: Partitions, raw_transfer: Partitions, external: Mapping, evaluation: Mapping,
+                      methods: Sequence[str]) -> tuple[dict[str, dict], dict[str, dict], dict[str, dict]]:
+    """Any encoder (``external.model``: a folder or Hub id) scored as the baseline is,
+    with ``external.pooling``, as its own row ``external.name``: its metrics file, its
+    per-pair STS predictions (for the paired tests) and its MTEB result files, each
+    keyed by the row's name in the folders every row shares. ``params:evaluation`` sets
+    how; ``external.transfer`` adds the transfer tasks."""
+    from contrastive_sentence_embeddings.evaluation.mteb_results import mteb_files
+
+    config = parse_strict(ExternalConfig, external or {}, "external")
+    spec = external_spec(config, methods)
+    settings = evaluation_settings(evaluation, {"transfer": config.transfer}, "external")
+    metrics, pairs = score_models([spec], raw_sts, raw_transfer, settings)
+    mteb = {spec.name: mteb_files(metrics[spec.name], pairs[spec.name])} if pairs.get(spec.name) else {}
+    return metrics, pairs, mteb

@@ -13,7 +13,8 @@ second time, get none)::
 
 ``params:block`` maps to the method's block, or to ``transfer_evaluation``; its
 ``evaluation`` mapping overrides ``params:evaluation``. The baseline (the untrained encoder with every
-pooling, from one encoding) has its own nodes, in the ``baseline`` namespace.
+pooling, from one encoding) has its own nodes, in the ``baseline`` namespace; any
+other encoder scored as its own row (:func:`external_pipeline`) in ``external``.
 """
 
 from collections.abc import Sequence
@@ -79,5 +80,22 @@ def baseline_pipeline() -> Pipeline:
                  "baseline_transfer_metrics", name="transfer", tags=["evaluation", "transfer"]),
         ],
         namespace="baseline",
+        prefix_datasets_with_namespace=False,
+    )
+
+
+def external_pipeline() -> Pipeline:
+    """``external.evaluate``: any encoder (``params:external``: a folder or Hub id and a
+    pooling) scored on every evaluation the baseline gets, as its own row: its metrics,
+    per-pair predictions and MTEB result files land beside the other rows' (the
+    ``external_*`` data sets are the same folders), never replacing a baseline row."""
+    return Pipeline(
+        [
+            Node(nodes.evaluate_external, ["raw_sts", "raw_transfer", "params:external", "params:evaluation",
+                                           "params:methods"],
+                 ["external_metrics", "external_sts_pairs", "external_mteb_results"], name="evaluate",
+                 tags=["evaluation", "external"]),
+        ],
+        namespace="external",
         prefix_datasets_with_namespace=False,
     )

@@ -175,7 +175,7 @@ def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project
     """No top-level plot list naming every method's file (`dvc plots show` warned about
     each method not run, and drew all on one x axis): each train stage declares its own
     method's curves, with the template that draws one line per seed, and the leaderboard
-    its figure."""
+    its two figures."""
     _, _, _, catalog, stages = project
     assert "plots" not in stages
     train = stages["stages"]["train"]["do"]
@@ -188,7 +188,8 @@ def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project
     # The loss with each term on its own axis, and the dev score the kept weights were chosen by.
     assert [(next(iter(entry.values()))["template"], next(iter(entry.values()))["y"]) for entry in train["plots"]] \
         == [("loss_terms", "value"), ("dev_curve", "dev/selection")]
-    assert expand(stages["stages"]["leaderboard"]["plots"]) == [path_of(catalog, "alignment_uniformity_plot")]
+    assert expand(stages["stages"]["leaderboard"]["plots"]) == [path_of(catalog, "alignment_uniformity_plot"),
+                                                                 path_of(catalog, "sts_comparison_plot")]
 
 
 # --- parameters: what each stage lists --------------------------------------------------

@@ -1,6 +1,7 @@
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -121,6 +122,51 @@ def test_each_trained_row_is_tested_against_its_starting_encoder(seeded_runs):
     markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]))
     assert "n.s." in next(line for line in markdown.splitlines() if line.startswith("| scd |"))
     assert "## Each seed's run" in markdown and "| simcse.seed1 |" in markdown
+
+
+def test_a_seeded_row_has_a_95_percent_interval_over_its_seeds(seeded_runs):
+    table, _ = seeded_runs
+    rows = table.set_index("model")
+    # two seeds (80, 78): mean 79, sd sqrt(2); t(0.975, 1) = 12.706 (tables): 79 -+ 12.706 * sqrt(2) / sqrt(2)
+    assert rows.loc["simcse", "sts_avg_seed_ci_lo"] == pytest.approx(79 - 12.7062, abs=1e-3)
+    assert rows.loc["simcse", "sts_avg_seed_ci_hi"] == pytest.approx(79 + 12.7062, abs=1e-3)
+    assert math.isnan(rows.loc["scd", "sts_avg_seed_ci_lo"])  # one run: no spread over seeds to estimate
+    markdown = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]))
+    assert "[66.29, 91.71]" in next(line for line in markdown.splitlines() if line.startswith("| simcse |"))
+
+
+def test_any_row_is_tested_against_the_reference_seed_against_seed(seeded_runs):
+    from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
+
+    table, rows = seeded_runs
+    pairs = seeded_runs_pairs()
+    compared = leaderboard.add_reference_comparison(table, rows, pairs, "simcse", n_resamples=200, seed=0)
+    by_model = compared.set_index("model")
+    # scd (noise 2.0) against both SimCSE seeds (0.5, 0.6): worse for each, significantly
+    tests = [paired_bootstrap_pvalue({t: pairs["scd"][t]["gold"] for t in pairs["scd"]},
+                                     {t: pairs["scd"][t]["predicted"] for t in pairs["scd"]},
+                                     {t: pairs[run][t]["predicted"] for t in pairs[run]}, n_resamples=200, seed=0)
+             for run in ("simcse.seed1", "simcse.seed2")]
+    assert by_model.loc["scd", "delta_vs_ref"] == pytest.approx(np.mean([test.difference for test in tests]))
+    assert by_model.loc["scd", "p_vs_ref"] == max(test.p_value for test in tests) < 0.05
+    assert by_model.loc["simcse", "vs_ref_note"] == "n/a (the reference)"
+    # a seed of the reference is tested against every seed of it, itself included: never significant
+    assert by_model.loc["simcse.seed1", "p_vs_ref"] == 1.0
+    view = leaderboard.uncertainty_view(compared).set_index("model")
+    assert view.loc["scd", "vs simcse"].startswith(f"{by_model.loc['scd', 'delta_vs_ref']:+.2f} (p ")
+    markdown = leaderboard.leaderboard_markdown(compared, pd.DataFrame(columns=["method"]))
+    header = next(line for line in markdown.splitlines() if line.startswith("| model |"))
+    assert "| vs base | vs simcse |" in header
+    # without a reference nothing is added
+    assert leaderboard.add_reference_comparison(table, rows, pairs, None) is table
+
+
+def seeded_runs_pairs():
+    """The per-pair predictions of the ``seeded_runs`` fixture, drawn again from its seed."""
+    rng = np.random.default_rng(0)
+    gold = {task: rng.uniform(0, 5, 300) for task in ("sts12", "stsb", "sickr")}
+    return {"baseline-cls": pair_predictions(rng, gold, 2.0), "simcse.seed1": pair_predictions(rng, gold, 0.5),
+            "simcse.seed2": pair_predictions(rng, gold, 0.6), "scd": pair_predictions(rng, gold, 2.0)}
 
 
 def test_a_run_that_kept_its_starting_weights_says_so(seeded_runs):
@@ -536,8 +582,10 @@ def test_the_csv_keeps_its_columns_and_adds_status_and_reasons(checkout):
     csv = leaderboard.csv_table(table)
     first = ["model", "method", "base_encoder", "pooling", "seed", "evaluated_at", *leaderboard.STS_COLUMNS]
     assert list(csv.columns[:len(first)]) == first
-    later = [*leaderboard.STATUS_COLUMNS, *leaderboard.NOTE_COLUMNS]
+    # the columns added since come last, in the order they were added (no reference set: none of its columns)
+    later = [*leaderboard.STATUS_COLUMNS, *leaderboard.NOTE_COLUMNS, *leaderboard.SEED_INTERVAL_COLUMNS]
     assert list(csv.columns[-len(later):]) == later
+    assert not set(leaderboard.REFERENCE_COLUMNS) & set(csv.columns)
     assert pd.api.types.is_float_dtype(csv["sts_avg"]) and pd.api.types.is_float_dtype(csv["delta_vs_base"])
     rows = csv.set_index("model")
     assert rows.loc["simcse.seed42", "params_hash"] == provenance.short(

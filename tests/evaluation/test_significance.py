@@ -177,3 +177,13 @@ def test_bad_inputs_are_clear_errors():
         bootstrap_ci([1.0, 2.0, np.nan, 4.0], [1.0, 2.0, 3.0, 4.0])
     with pytest.raises(ValueError, match="level"):
         bootstrap_ci([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0], level=95)
+
+
+def test_the_interval_over_seeds_is_students_t_on_their_spread():
+    from contrastive_sentence_embeddings.evaluation.significance import seed_interval
+
+    # three seeds, sd 1: t(0.975, 2) = 4.303 (tables), half-width 4.303 / sqrt(3) = 2.484
+    low, high = seed_interval(70.0, 1.0, 3)
+    assert (low, high) == pytest.approx((70 - 2.4842, 70 + 2.4842), abs=1e-3)
+    assert seed_interval(70.0, None, 1) is None and seed_interval(70.0, 1.0, 1) is None
+    assert seed_interval(70.0, float("nan"), 3) is None

@@ -53,6 +53,10 @@ HEADERS = {
 STATUS_COLUMNS = ["status", "status_reason", "params_hash", "source_hash", "commit", "dirty", "environment",
                   "not_scored"]
 NOTE_COLUMNS = ["vs_base_note", "transfer_note"]
+# The 95% interval of a seeded row's STS avg over its seeds, and the paired test of every
+# row against the leaderboard's `reference` row (when one is set).
+SEED_INTERVAL_COLUMNS = ["sts_avg_seed_ci_lo", "sts_avg_seed_ci_hi"]
+REFERENCE_COLUMNS = ["reference", "delta_vs_ref", "p_vs_ref", "vs_ref_note"]
 HEADERS.update({"status_reason": "why", "vs_base_note": "vs base", "transfer_note": "note", "env_label": "env"})
 # Metrics files written before results carried a time sort before every dated one.
 _UNDATED = datetime.min.replace(tzinfo=timezone.utc)
@@ -124,6 +128,7 @@ def _join(row: dict, older: Mapping) -> None:
 
 # --- where a row comes from: current, stale or carried --------------------------------------
 CURRENT, STALE, CARRIED = "current", "stale", "carried"
+EXTERNAL = "external"  # the method of a row scored from any encoder (evaluator.EXTERNAL)
 _SEVERITY = {CURRENT: 0, STALE: 1, CARRIED: 2}
 
 
@@ -167,10 +172,13 @@ def earlier_models_here(path: str) -> Mapping[str, str | None]:
     return earlier_models(path) if Path(path).is_dir() else {}
 
 
-def evaluation_command(run: str, scope: str = "sts", baseline: bool = False) -> str:
+def evaluation_command(run: str, scope: str = "sts", baseline: bool = False, external: str | None = None) -> str:
     """The command that scores ``run``'s model again (and rewrites its model card):
     its method's evaluation nodes, or for the transfer tasks its ``transfer.`` namespace
-    (the untrained encoder: the baseline's)."""
+    (the untrained encoder: the baseline's; an external row, ``external``: the model
+    it scored, the external pipeline)."""
+    if external is not None:
+        return external_command(run, external, transfer=scope == "transfer")
     if baseline:
         return BASELINE_TRANSFER if scope == "transfer" else BASELINE_EVALUATION
     method = method_block(run)
@@ -179,14 +187,21 @@ def evaluation_command(run: str, scope: str = "sts", baseline: bool = False) -> 
     return f"kedro run --namespaces={method},card.{method} --tags=evaluation"
 
 
+def external_command(run: str, model: str, pooling: str | None = None, transfer: bool = False) -> str:
+    """The ``kedro run`` that scores ``model`` as the external row ``run``."""
+    settings = [f"external.model={model}", *([f"external.pooling={pooling}"] if pooling else []),
+                f"external.name={run}", *(["external.transfer=true"] if transfer else [])]
+    return f"kedro run --pipelines=external --params \"{','.join(settings)}\""
+
+
 def other_model_reason(path: str, run: str, scope: str, earlier: Mapping[str, str | None],
-                       fingerprint: str, baseline: bool = False) -> tuple[str, str]:
+                       fingerprint: str, baseline: bool = False, external: bool = False) -> tuple[str, str]:
     """``(status, reason)`` of a record whose model is not the one now at ``path``: the
     scores of an earlier model of that folder (``earlier``: the fingerprints it held
     before) are stale, with the command that scores the model now there; those of a
     model the folder never held (produced elsewhere, or before models recorded what
     they replaced) are carried."""
-    command = evaluation_command(run, scope, baseline)
+    command = evaluation_command(run, scope, baseline, path if external else None)
     if fingerprint in earlier:
         return STALE, (f"scores of an earlier model: the model now in {path} was trained after these scores were "
                        f"computed; rerun `{command}`")
@@ -233,13 +248,17 @@ class Today:
                    transfer_overrides=dict(transfer.evaluation), fingerprint_of=fingerprint_of,
                    baseline_transfer_poolings=tuple(transfer.baseline_poolings))
 
-    def settings(self, scope: str, run: str, baseline: bool) -> dict | None:
+    def settings(self, scope: str, run: str, baseline: bool, external: Mapping | None = None) -> dict | None:
         """Today's evaluation settings (as records hold them) for ``run``'s records in
         ``scope`` (``sts``: ``metrics/``, ``transfer``: ``metrics_full/``); None when
-        today's parameters have no such run."""
+        today's parameters have no such run. An external row (``external``: the
+        settings its record holds) is compared with today's ``evaluation`` with its own
+        choice of transfer tasks: its parameters were given for its run only."""
         from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings
 
-        if scope == "transfer":
+        if external is not None:
+            overrides = {"transfer": bool(external.get("transfer"))}
+        elif scope == "transfer":
             overrides = self.transfer_overrides
         elif baseline:
             overrides = self.baseline_overrides
@@ -271,7 +290,7 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
                        scope: str, path: str | None = None, fingerprint: str | None = None) -> tuple[str, list[str]]:
     model = (record_provenance or {}).get("model") or {}
     path, fingerprint = model.get("path") or path, model.get("fingerprint") or fingerprint
-    baseline = method == "baseline"
+    baseline, external = method == "baseline", method == EXTERNAL
     if not path or not fingerprint:
         return CARRIED, ["no provenance and no model fingerprint (written before records carried them)"]
     # A damaged folder is named as such, not taken for another model (its fingerprint
@@ -280,12 +299,12 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
     if broken:
         return CARRIED, [f"the model folder {path} is broken: {broken}; restore it (`dvc checkout`) or train "
                          "the model again"]
-    here = today.fingerprint_of(path, not baseline)
+    here = today.fingerprint_of(path, not (baseline or external))
     if here is None:
         return CARRIED, [f"no model at {path}"]
     if here != fingerprint:
         status, reason = other_model_reason(path, str(run), scope, today.earlier_models_of(path), fingerprint,
-                                            baseline)
+                                            baseline, external)
         return status, [reason]
     if not record_provenance:
         return STALE, ["written before records carried provenance: its code and parameters are unknown"]
@@ -295,6 +314,8 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
         expected = provenance.baseline_parameters(today.encoder, pooling)
         if provenance.sha256_of(expected) != record_provenance.get("params_hash"):
             reasons.append(f"encoder changed: {record_provenance.get('encoder')} -> {today.encoder}")
+    elif external:
+        pass  # its parameters (the model and pooling) were its run's own: the fingerprint above is the check
     else:
         block = today.blocks.get(str(run))
         recorded_hash = provenance.recorded_params_hash(record_provenance)
@@ -316,7 +337,8 @@ def _provenance_status(record_provenance: Mapping | None, run: str | None, metho
         reasons.append("code changed since training")
     elif (evaluation.get("code") or {}).get("source_hash") != today.source_hash:
         reasons.append("code changed since scoring")
-    expected = today.settings(scope, str(run), baseline)
+    recorded_settings = evaluation.get("settings") or {}
+    expected = today.settings(scope, str(run), baseline, recorded_settings if external else None)
     if expected is not None and provenance.sha256_of(expected) != evaluation.get("settings_hash"):
         changes = provenance.parameter_changes(evaluation.get("settings") or {}, expected)
         reasons.append("evaluation parameters changed: " + ", ".join(changes))
@@ -368,10 +390,10 @@ def metrics_table(metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=[*IDENTITY_COLUMNS, *STS_COLUMNS, *WMEAN_COLUMNS, *TRANSFER_COLUMNS,
                                         *GEOMETRY_COLUMNS, *STATUS_COLUMNS])
     table["seed"] = table["seed"].astype("Int64")
-    # Baselines first, then methods, best STS average first within each.
-    table["_baseline"] = table["method"] != "baseline"
-    table = table.sort_values(["_baseline", "method", "sts_avg"], ascending=[True, True, False], na_position="last")
-    return table.drop(columns="_baseline").reset_index(drop=True)
+    # Baselines first, then external encoders, then methods, best STS average first within each.
+    table["_group"] = table["method"].map({"baseline": 0, EXTERNAL: 1}).fillna(2)
+    table = table.sort_values(["_group", "method", "sts_avg"], ascending=[True, True, False], na_position="last")
+    return table.drop(columns="_group").reset_index(drop=True)
 
 
 def not_scored_tasks(metrics: Mapping) -> list[str]:
@@ -380,6 +402,15 @@ def not_scored_tasks(metrics: Mapping) -> list[str]:
     table, their averages ``n/a``."""
     report = metrics.get("evaluation_report") or {}
     return [str(task) for task in (report.get("missing_tasks") or {})]
+
+
+def not_scored_cell(value) -> list[str]:
+    """The tasks a ``not_scored`` cell names. The cell is a space-separated list, empty
+    when every task was scored; a table read back from CSV may hold NaN (or None) for
+    the empty cell, which names no task."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return str(value).split()
 
 
 def provenance_columns(metrics: Mapping) -> dict:
@@ -470,7 +501,7 @@ def environment_cell(keys: str, labels: Mapping[str, str]) -> str:
 def csv_table(table: pd.DataFrame) -> pd.DataFrame:
     """The table as ``leaderboard.csv`` holds it: the older columns in their order, then
     the status, provenance and note columns."""
-    later = [c for c in [*STATUS_COLUMNS, *NOTE_COLUMNS] if c in table]
+    later = [c for c in [*STATUS_COLUMNS, *NOTE_COLUMNS, *SEED_INTERVAL_COLUMNS, *REFERENCE_COLUMNS] if c in table]
     return table[[c for c in table.columns if c not in later] + later]
 
 
@@ -520,7 +551,7 @@ def _cell(value) -> str:
 def _row_cell(row: pd.Series, column: str) -> str:
     """A cell of ``row``: ``missing`` for an STS task the row's record could not score
     (``not_scored``), ``n/a`` for an average over the tasks when one is missing."""
-    not_scored = str(row.get("not_scored") or "").split()
+    not_scored = not_scored_cell(row.get("not_scored"))
     if not_scored and column in STS_COLUMNS + WMEAN_COLUMNS:
         if column.removesuffix("_wmean") in not_scored:
             return "missing"
@@ -613,8 +644,10 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
     else:
         unsummarised = runs.iloc[:0]
     sts = uncertainty_view(main, alpha) if uncertain else main
-    budget = (["n_seeds", *STS_COLUMNS, "vs base", "examples_seen", "train_seconds", "best_step"] if uncertain
-              else STS_COLUMNS)
+    against = reference_column(main)
+    compared = [against] if against else []
+    budget = (["n_seeds", *STS_COLUMNS, "seed CI", "vs base", *compared, "examples_seen", "train_seconds",
+               "best_step"] if uncertain else STS_COLUMNS)
     parts = [
         "# Leaderboard",
         "",
@@ -638,9 +671,15 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
             f"difference and the largest p-value); `n.s.`: not significant at p < {alpha}. "
             "`examples_seen` and `train_seconds` are the training budget (mean over seeds); `kept step` is the "
             "step whose weights were kept (best dev score; mean over seeds): 0 means no training step beat the "
-            "starting weights, so the row scores the starting encoder (with any newly initialised layers).",
+            "starting weights, so the row scores the starting encoder (with any newly initialised layers). "
+            "`seed CI`: the 95% interval of the mean STS avg over the seeds (Student's t on the seeds' standard "
+            "deviation; wide with 3 seeds).",
             "",
         ]
+        if against:
+            parts += [f"`{against}`: STS avg difference to the reference row `{main['reference'].iloc[0]}` "
+                      "(`leaderboard.reference`), by the same paired bootstrap over the pairs of all 7 tasks; rows "
+                      "over seeds are tested seed against seed (mean difference, largest p-value).", ""]
     if main.empty and runs.empty:
         parts += ["No result was produced in this checkout yet: every row is carried from the repository "
                   "(at the end).", ""]
@@ -658,7 +697,8 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
                       + "; ".join(f"{run} ({why})" for run, why in sorted(excluded.items())), ""]
     if uncertain and not runs.empty:
         parts += ["## Each seed's run", "", markdown_table(uncertainty_view(runs, alpha),
-                                                          [*identity, *status, *STS_COLUMNS, "vs base"]), ""]
+                                                          [*identity, *status, *STS_COLUMNS, "vs base", *compared]),
+                  ""]
     if not unsummarised.empty:
         view = uncertainty_view(unsummarised, alpha) if uncertain else unsummarised
         parts += ["## Seed runs in no seed summary", "",
@@ -839,8 +879,12 @@ def seed_run_rows(table: pd.DataFrame) -> pd.Series:
 def add_uncertainty(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping]) -> pd.DataFrame:
     """Per row: the standard deviation over seeds of every STS score (``<score>_std``,
     rows summarising several seeds), ``n_seeds``, each STS score's bootstrap interval
-    (``<score>_ci_lo``, ``<score>_ci_hi``; single runs) and the training budget
-    (``examples_seen``, ``train_seconds``)."""
+    (``<score>_ci_lo``, ``<score>_ci_hi``; single runs), the 95% interval of the STS
+    average over seeds (``sts_avg_seed_ci_lo``, ``sts_avg_seed_ci_hi``:
+    ``significance.seed_interval``, rows over two seeds or more) and the training
+    budget (``examples_seen``, ``train_seconds``)."""
+    from contrastive_sentence_embeddings.evaluation.significance import seed_interval
+
     by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
     table = table.copy()
     columns: dict[str, list] = {}
@@ -861,6 +905,12 @@ def add_uncertainty(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping]
             columns.setdefault(key, []).append(np.nan if value is None else float(value))
     for key, values in columns.items():
         table[key] = values
+    nothing = pd.Series(np.nan, index=table.index)
+    intervals = [seed_interval(mean, std, int(n)) if not math.isnan(n) else None
+                 for mean, std, n in zip(table["sts_avg"], table.get("sts_avg_std", nothing),
+                                         table.get("n_seeds", nothing))]
+    table["sts_avg_seed_ci_lo"] = [interval[0] if interval else np.nan for interval in intervals]
+    table["sts_avg_seed_ci_hi"] = [interval[1] if interval else np.nan for interval in intervals]
     for key in ("n_seeds", "examples_seen", "best_step"):  # counts and steps, shown without decimals
         table[key] = table[key].round().astype("Int64")
     return table
@@ -882,8 +932,6 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
     ``significant`` is ``p_vs_base < alpha``. Only this checkout's rows are tested, each
     against a baseline of this checkout (a carried row is neither); a row with no test
     says why in ``vs_base_note`` (no baseline row, no per-pair predictions, ...)."""
-    from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
-
     by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
     carried = is_carried(table)
     baselines = {(row.base_encoder, row.pooling): row.model
@@ -898,15 +946,9 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
             p_values.append(np.nan)
             notes.append(note)
             continue
-        tests = []
-        for run in runs:
-            tasks = sorted(set(pairs[run]) & set(pairs[base]))
-            gold = {task: pairs[base][task]["gold"] for task in tasks}
-            tests.append(paired_bootstrap_pvalue(gold, {t: pairs[run][t]["predicted"] for t in tasks},
-                                                 {t: pairs[base][t]["predicted"] for t in tasks},
-                                                 n_resamples=n_resamples, seed=seed))
-        deltas.append(float(np.mean([test.difference for test in tests])))
-        p_values.append(float(max(test.p_value for test in tests)))
+        delta, p_value = paired_difference(runs, [base], pairs, n_resamples, seed)
+        deltas.append(delta)
+        p_values.append(p_value)
         base_environment = table.loc[table["model"] == base, "environment"] if "environment" in table else None
         other = (base_environment is not None and not base_environment.empty
                  and getattr(row, "environment", "") != base_environment.iloc[0])
@@ -916,6 +958,81 @@ def add_significance(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping
     table["p_vs_base"] = p_values
     table["significant"] = [bool(p < alpha) if not math.isnan(p) else None for p in p_values]
     table["vs_base_note"] = notes
+    return table
+
+
+def paired_difference(runs: Sequence[str], others: Sequence[str], pairs: Mapping[str, Mapping],
+                      n_resamples: int, seed: int) -> tuple[float, float]:
+    """The paired bootstrap test (``significance.paired_bootstrap_pvalue``, on the pairs
+    both runs scored) of every run of ``runs`` against every run of ``others``: the
+    mean STS avg difference and the largest p-value, so that "significant" holds for
+    every pairing of their seeds."""
+    from contrastive_sentence_embeddings.evaluation.significance import paired_bootstrap_pvalue
+
+    tests = []
+    for run in runs:
+        for other in others:
+            tasks = sorted(set(pairs[run]) & set(pairs[other]))
+            gold = {task: pairs[other][task]["gold"] for task in tasks}
+            tests.append(paired_bootstrap_pvalue(gold, {t: pairs[run][t]["predicted"] for t in tasks},
+                                                 {t: pairs[other][t]["predicted"] for t in tasks},
+                                                 n_resamples=n_resamples, seed=seed))
+    return float(np.mean([test.difference for test in tests])), float(max(test.p_value for test in tests))
+
+
+def reference_column(table: pd.DataFrame) -> str | None:
+    """The shown column of the test against the reference row: ``vs <reference>``."""
+    if "reference" not in table or table.empty:
+        return None
+    return f"vs {table['reference'].iloc[0]}"
+
+
+def add_reference_comparison(table: pd.DataFrame, metrics_by_model: Mapping[str, Mapping],
+                             pairs: Mapping[str, Mapping], reference: str | None, n_resamples: int = 1000,
+                             seed: int = 0) -> pd.DataFrame:
+    """With a ``reference`` row (``leaderboard.reference``: any row's name, e.g.
+    ``simcse`` or ``baseline-mean``), every other row of this checkout tested against
+    it as ``vs base`` tests against the starting encoder: ``delta_vs_ref`` (STS avg
+    difference, x 100) and ``p_vs_ref`` from the paired bootstrap over the pairs of
+    the 7 tasks (:func:`paired_difference`: rows over seeds, either side, are tested
+    seed against seed; the mean difference and the largest p-value), or why not in
+    ``vs_ref_note``. Without a reference the table is returned as it is."""
+    if not reference:
+        return table
+    by_name = {metrics.get("model", {}).get("name", key): metrics for key, metrics in metrics_by_model.items()}
+    carried = is_carried(table)
+    rows = table[(table["model"] == reference) & ~carried]
+    reference_row = next(rows.itertuples(), None)
+    reference_runs = _runs_of(by_name.get(reference), reference)
+    deltas, p_values, notes = [], [], []
+    for row, gone in zip(table.itertuples(), carried):
+        runs = _runs_of(by_name.get(row.model), row.model)
+        if row.model == reference:
+            note = "n/a (the reference)"
+        elif gone:
+            note = "carried: not compared with this checkout's runs"
+        elif reference_row is None:
+            note = f"no row {reference} in this checkout"
+        else:
+            missing = [run for run in [*runs, *reference_runs] if run not in pairs]
+            not_scored = not_scored_cell(getattr(row, "not_scored", None)) + not_scored_cell(
+                getattr(reference_row, "not_scored", None))
+            note = (f"no per-pair predictions of {', '.join(missing)}" if missing else
+                    f"n/a ({', '.join(sorted(set(not_scored)))} not scored)" if not_scored else "")
+        if note:
+            deltas.append(np.nan)
+            p_values.append(np.nan)
+            notes.append(note)
+            continue
+        delta, p_value = paired_difference(runs, reference_runs, pairs, n_resamples, seed)
+        deltas.append(delta)
+        p_values.append(p_value)
+        notes.append("")
+    table = table.copy()
+    table["reference"] = reference
+    table["delta_vs_ref"] = deltas
+    table["p_vs_ref"] = p_values
+    table["vs_ref_note"] = notes
     return table
 
 
@@ -929,15 +1046,18 @@ def _why_no_test(row, carried: bool, base: str | None, missing_runs: Sequence[st
         return "n/a (the base)"
     if carried:
         return "carried: not compared with this checkout's runs"
+    if base is None and row.method == EXTERNAL:
+        return f"n/a (no baseline of {row.base_encoder} here)"
     if base is None:
         return f"no baseline with {row.pooling} pooling here (kedro run --pipelines=baseline)"
     if base not in pairs:
         return "no baseline predictions (kedro run --pipelines=baseline)"
     if missing_runs:
         return f"no per-pair predictions of {', '.join(missing_runs)} (kedro run --pipelines={method_block(row.model)})"
-    if str(getattr(row, "not_scored", "") or "").split():
+    not_scored = not_scored_cell(getattr(row, "not_scored", None))
+    if not_scored:
         # The test is over all 7 tasks' pairs, as STS avg is: on fewer it would be another test.
-        return f"n/a ({', '.join(str(row.not_scored).split())} not scored)"
+        return f"n/a ({', '.join(not_scored)} not scored)"
     return ""
 
 
@@ -966,6 +1086,8 @@ def add_transfer_notes(table: pd.DataFrame, baseline_poolings: Sequence[str] | N
             notes.append("")
         elif row.method == "baseline":
             notes.append(_baseline_transfer_note(row.pooling, baseline_poolings))
+        elif row.method == EXTERNAL:
+            notes.append(f"not run: {external_command(row.model, row.base_encoder, row.pooling, transfer=True)}")
         elif not is_seed_run(row.model) and row.model in own_seed_runs_scored:
             notes.append(f"scored on {own_seed_runs_scored[row.model]} (the method's first seed)")
         elif is_seed_run(row.model):
@@ -996,11 +1118,12 @@ def baseline_transfer_line(baseline_poolings: Sequence[str]) -> str:
 
 
 def within_budget(table: pd.DataFrame, examples_seen: int | None) -> pd.DataFrame:
-    """The baselines and the trained rows that saw exactly ``examples_seen`` training
-    examples (all rows when None): methods compared at an equal budget."""
+    """The baselines, the external encoders and the trained rows that saw exactly
+    ``examples_seen`` training examples (all rows when None): methods compared at an
+    equal budget."""
     if examples_seen is None:
         return table
-    keep = (table["method"] == "baseline") | (table["examples_seen"] == float(examples_seen))
+    keep = table["method"].isin(["baseline", EXTERNAL]) | (table["examples_seen"] == float(examples_seen))
     return table[keep].reset_index(drop=True)
 
 
@@ -1028,6 +1151,14 @@ def uncertainty_view(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'}{'; ' + note if note else ''})"
             for delta, p, note in zip(view["delta_vs_base"], view["p_vs_base"], notes)
         ]
+    if "p_vs_ref" in view:
+        view[reference_column(view)] = [
+            str(note or "") if math.isnan(p) else f"{delta:+.2f} (p {p:.3f}{'' if p < alpha else ', n.s.'})"
+            for delta, p, note in zip(view["delta_vs_ref"], view["p_vs_ref"], view["vs_ref_note"])
+        ]
+    if "sts_avg_seed_ci_lo" in view:
+        view["seed CI"] = ["" if math.isnan(lo) else f"[{lo:.2f}, {hi:.2f}]"
+                           for lo, hi in zip(view["sts_avg_seed_ci_lo"], view["sts_avg_seed_ci_hi"])]
     return view
 
 

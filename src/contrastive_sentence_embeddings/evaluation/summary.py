@@ -8,7 +8,7 @@ files stay where the leaderboard reads them; this keeps only what compares runs:
      ...,
      "baseline": {"<pooling>": 78.87, "<stale pooling>": 73.3, "<stale pooling>_stale": 1, ...}}
 
-one entry per trained model of the leaderboard (a seeded method's entry is its
+one entry per trained model and external encoder of the leaderboard (a seeded method's entry is its
 summary over seeds; its single seeds' rows are left to the leaderboard) and the
 untrained encoder's STS average for each pooling. ``vs_base`` is the STS average
 minus the baseline's with the same pooling and ``p`` its paired bootstrap p-value
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from contrastive_sentence_embeddings.evaluation.leaderboard import CARRIED, STALE, is_seed_run
+from contrastive_sentence_embeddings.evaluation.leaderboard import CARRIED, STALE, is_seed_run, not_scored_cell
 
 BASELINE = "baseline"
 STALE_MARK = 1  # the value of a stale entry's "stale" key: DVC shows numbers
@@ -46,6 +46,9 @@ TRAINED_FIELDS = {
     "p": ("p_vs_base", 3),
     "examples": ("examples_seen", 0),
     "seconds": ("train_seconds", 0),
+    # against `leaderboard.reference` (absent without one)
+    "vs_ref": ("delta_vs_ref", 2),
+    "p_ref": ("p_vs_ref", 3),
 }
 
 
@@ -80,8 +83,9 @@ def leaderboard_summary(table: pd.DataFrame) -> dict[str, Mapping]:
             continue
         fields = {key: _number(row.get(column), digits) for key, (column, digits) in TRAINED_FIELDS.items()}
         entry = {key: value for key, value in fields.items() if value is not None}
-        if str(row.get("not_scored") or "").split():  # no sts_avg: said as a count DVC can show
-            entry["tasks_not_scored"] = len(str(row["not_scored"]).split())
+        not_scored = not_scored_cell(row.get("not_scored"))
+        if not_scored:  # no sts_avg: said as a count DVC can show
+            entry["tasks_not_scored"] = len(not_scored)
         if status == STALE:
             entry["stale"] = STALE_MARK
         summary[str(row["model"])] = entry

@@ -45,6 +45,8 @@ def build_leaderboard(
     pairs = {name: load() for name, load in sts_pairs.items()}
     table = leaderboard.add_significance(table, metrics, pairs, config.bootstrap_resamples, config.bootstrap_seed,
                                          config.alpha)
+    table = leaderboard.add_reference_comparison(table, metrics, pairs, config.reference, config.bootstrap_resamples,
+                                                 config.bootstrap_seed)
     table = leaderboard.add_transfer_notes(leaderboard.within_budget(table, config.examples_budget),
                                            today.baseline_transfer_poolings)
     markdown = leaderboard.leaderboard_markdown(table, leaderboard.reported_table(reported), config.alpha,

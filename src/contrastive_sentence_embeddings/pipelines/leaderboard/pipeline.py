@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from kedro.pipeline import Node, Pipeline
 
+from contrastive_sentence_embeddings.evaluation.paper_table import paper_outputs
 from contrastive_sentence_embeddings.evaluation.summary import leaderboard_summary
 
 from . import nodes
@@ -24,9 +25,9 @@ NODE_NAME = "build_leaderboard"
 DATA_INPUTS = ("model_metrics", "full_model_metrics", "sts_pairs", "parameters")
 
 # The data sets that land in the folders the leaderboard reads: a run's metrics
-# (<run>.metrics, <method>.metrics_full) and the baseline's. The per-pair predictions
+# (<run>.metrics, <method>.metrics_full), the baseline's and an external row's. The per-pair predictions
 # (<run>.sts_pairs) are written by the same nodes, so waiting for the metrics waits for them.
-METRICS_DATASET = re.compile(r"(.+\.)?metrics(_full)?|baseline_(transfer_)?metrics")
+METRICS_DATASET = re.compile(r"(.+\.)?metrics(_full)?|baseline_(transfer_)?metrics|external_metrics")
 
 
 def is_metrics(name: str) -> bool:
@@ -41,7 +42,8 @@ def ordering_inputs(node: Node) -> list[str]:
 
 def create_pipeline(after: Sequence[str] = (), **kwargs) -> Pipeline:
     """The leaderboard, run after the metrics data sets ``after`` (the same list in
-    every user pipeline), and its summary."""
+    every user pipeline), its summary, and the paper's table and figure
+    (``evaluation/paper_table.py``), all three from the leaderboard's table."""
     return Pipeline(
         [
             Node(
@@ -51,5 +53,7 @@ def create_pipeline(after: Sequence[str] = (), **kwargs) -> Pipeline:
                 name=NODE_NAME,
             ),
             Node(leaderboard_summary, "leaderboard_table", "leaderboard_summary", name="summarise_leaderboard"),
+            Node(paper_outputs, ["leaderboard_table", "params:leaderboard"],
+                 ["paper_table_markdown", "paper_table_latex", "sts_comparison_plot"], name="paper_table"),
         ]
     )

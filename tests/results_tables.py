@@ -1,6 +1,6 @@
 """The tables of docs/results.md's "Results of record" section, rendered from the committed
 files the run wrote (``data/08_reporting/leaderboard.csv``, ``dev_curves/``,
-``results_of_record.json``). tests/test_docs_figures.py checks that the page holds them
+``results_of_record.json``, ``paper_table.md``). tests/test_docs_figures.py checks that the page holds them
 exactly, every column; after a new ``make results``, rewrite the page's marked blocks
 with
 
@@ -166,7 +166,17 @@ def stage_table(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-TABLES = {"record": record_table, "transfer": transfer_table, "learning": learning_table, "stages": stage_table}
+def paper_table(root: Path = ROOT) -> str:
+    """The committed paper table (``paper_table.md``, written by the leaderboard
+    pipeline): its table and its notes, without the page's title."""
+    text = (root / "data" / "08_reporting" / "paper_table.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("| ") or line.startswith("No current"))
+    return "\n".join(lines[start:]).strip()
+
+
+TABLES = {"record": record_table, "transfer": transfer_table, "learning": learning_table, "stages": stage_table,
+          "paper": paper_table}
 
 
 def fill(page: Path, root: Path = ROOT) -> str:

@@ -308,8 +308,9 @@ _ROW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class ExternalConfig:
     """``external``: any encoder scored on the harness as its own leaderboard row
     (``kedro run --pipelines=external``): a model folder or Hub id, the pooling it is
-    scored with, the row's name (None: ``external-`` and the folder's or id's last
-    part) and whether the transfer tasks are scored too."""
+    scored with (a name of ``pooling.POOLING_METHODS``, checked with the whole parameter
+    set: :func:`parameter_blocks.external_block`), the row's name (None: ``external-``
+    and the folder's or id's last part) and whether the transfer tasks are scored too."""
 
     model: str | None = None
     pooling: str = "mean"
@@ -324,10 +325,7 @@ class ExternalConfig:
         if self.name is not None and not _ROW_NAME.match(self.name):
             raise ParameterValueError("external.name", self.name,
                                       "must be letters, digits, '_', '-' or '.' (it names the metrics file)")
-        from contrastive_sentence_embeddings.pooling import POOLING_METHODS  # torch: only when a block is parsed
-
-        if self.pooling not in POOLING_METHODS:
-            raise ParameterValueError("external.pooling", self.pooling, f"must be one of {', '.join(POOLING_METHODS)}")
+        # The pooling's name is checked by parameter_blocks (this module imports no library package).
 
     def row_name(self) -> str:
         """The leaderboard row (and metrics file) of the scored model."""

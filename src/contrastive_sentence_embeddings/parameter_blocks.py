@@ -23,11 +23,12 @@ from contrastive_sentence_embeddings.config import (
     TOP_LEVEL_VALUES,
     BaselineConfig,
     DvcStagesConfig,
-    LeaderboardConfig,
     ExternalConfig,
+    LeaderboardConfig,
     LongDocumentsConfig,
     NliPairsConfig,
     ParameterError,
+    ParameterValueError,
     StsbPairsConfig,
     TransferEvaluationConfig,
     WikiSentencesConfig,
@@ -42,6 +43,7 @@ from contrastive_sentence_embeddings.config import (
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 from contrastive_sentence_embeddings.data.spans import SpansParams
 from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings
+from contrastive_sentence_embeddings.pooling import POOLING_METHODS
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 
 
@@ -81,6 +83,14 @@ def method_configs(params: Mapping) -> dict[str, MethodBlock]:
     return {name: MethodBlock.from_params(params[name], name) for name in method_names(params)}
 
 
+def external_block(params: Mapping | None) -> ExternalConfig:
+    """The ``external`` block, parsed strictly, its pooling one the library has."""
+    config = parse_strict(ExternalConfig, params or {}, "external")
+    if config.pooling not in POOLING_METHODS:
+        raise ParameterValueError("external.pooling", config.pooling, f"must be one of {', '.join(POOLING_METHODS)}")
+    return config
+
+
 def validate_parameters(params: Mapping) -> None:
     """Parse every block of the merged parameters; raise :class:`ParameterError` on the
     first problem. A top-level key that is neither a shared value, a known block nor a
@@ -94,7 +104,7 @@ def validate_parameters(params: Mapping) -> None:
         "baseline": lambda p: parse_strict(BaselineConfig, p, "baseline"),
         "transfer_evaluation": lambda p: parse_strict(TransferEvaluationConfig, p, "transfer_evaluation"),
         "leaderboard": lambda p: parse_strict(LeaderboardConfig, p, "leaderboard"),
-        "external": lambda p: parse_strict(ExternalConfig, p, "external"),
+        "external": external_block,
         "dvc": lambda p: parse_strict(DvcStagesConfig, p, "dvc").check(names),
     }
     unknown = sorted(set(params) - set(TOP_LEVEL_VALUES) - set(blocks) - set(names))

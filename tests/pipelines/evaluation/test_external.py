@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 from contrastive_sentence_embeddings.config import ExternalConfig, ParameterError, parse_strict
-from tests.helpers import ScratchProject
+from contrastive_sentence_embeddings.parameter_blocks import external_block, validate_parameters
+from contrastive_sentence_embeddings.config_loader import project_parameters
+from tests.helpers import PROJECT_ROOT, ScratchProject
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +127,9 @@ def test_the_block_is_parsed_strictly():
     assert ExternalConfig(model="/models/my model/").row_name() == "external-my-model"
     with pytest.raises(ParameterError, match="modle"):
         parse_strict(ExternalConfig, {"modle": "x"}, "external")
-    with pytest.raises(ParameterError, match="external.pooling"):
-        parse_strict(ExternalConfig, {"model": "x", "pooling": "max"}, "external")
+    with pytest.raises(ParameterError, match="external.pooling = 'max': must be one of cls, "):
+        external_block({"model": "x", "pooling": "max"})
+    with pytest.raises(ParameterError, match="external.pooling"):  # with the whole parameter set, before any node
+        validate_parameters({**project_parameters(PROJECT_ROOT), "external": {"model": "x", "pooling": "max"}})
     with pytest.raises(ParameterError, match="external.name"):
         parse_strict(ExternalConfig, {"model": "x", "name": "a/b"}, "external")

@@ -33,7 +33,7 @@ from contrastive_sentence_embeddings.evaluation.evaluator import (
     Partitions,
     evaluate_models,
 )
-from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig
+from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig, external_block
 from contrastive_sentence_embeddings.project_paths import project_relative
 
 logger = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ def evaluate_external(raw_sts: Partitions, raw_transfer: Partitions, external: M
     how; ``external.transfer`` adds the transfer tasks."""
     from contrastive_sentence_embeddings.evaluation.mteb_results import mteb_files
 
-    config = parse_strict(ExternalConfig, external or {}, "external")
+    config = external_block(external)
     spec = external_spec(config, methods)
     settings = evaluation_settings(evaluation, {"transfer": config.transfer}, "external")
     metrics, pairs = score_models([spec], raw_sts, raw_transfer, settings)

@@ -52,6 +52,8 @@ def miniature_overrides(encoder_dir: Path, methods) -> dict:
     return {
         # bert-base-uncased is a Hub download: a tiny random BERT with the same vocabulary.
         "encoder": str(encoder_dir),
+        # The external pipeline scores the model named on the command line (none is configured).
+        "external": {"model": str(encoder_dir)},
         # conf/paper downloads from the Hub; here everything comes from the offline mirror.
         "raw_data": {"mode": "mirror"},
         "data_processing": {

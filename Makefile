@@ -1,7 +1,7 @@
 # Two entry points a researcher needs on a fresh clone:
 #   make run   - install into .venv, then run the main job on the offline default encoder
 #   make test  - install into .venv, then run the whole test suite
-# and one that regenerates the results of record (every method; about 85 min on 2 cores):
+# and one that regenerates the results of record (every method; about 100 min on 2 cores):
 #   make results
 # Everything else here is what those two need.
 

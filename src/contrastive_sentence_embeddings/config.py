@@ -713,13 +713,14 @@ class MethodConfig:
 
 def seeded_block(block: Mapping, seed: int) -> dict:
     """A method's block for its run with ``seed``: the training seed replaced and the
-    checkpoints kept apart per seed (``<checkpoint_dir>/seed<k>``). The data are the
+    checkpoints and live logs kept apart per seed (``<checkpoint_dir>/seed<k>``). The data are the
     same for every seed (their sampling seed is the global ``seed``): seeds vary the
     training only, as the papers' reruns do."""
     training = dict(block.get("training") or {})
     training["seed"] = seed
-    if training.get("checkpoint_dir"):
-        training["checkpoint_dir"] = f"{training['checkpoint_dir']}/seed{seed}"
+    for folder in ("checkpoint_dir", "live_log_dir"):  # each seed's own checkpoints and live log
+        if training.get(folder):
+            training[folder] = f"{training[folder]}/seed{seed}"
     return {**block, "training": training}
 
 

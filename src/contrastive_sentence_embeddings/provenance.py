@@ -11,7 +11,8 @@ What is hashed (sha256, hex; :func:`short` is the 12-character form tables show)
 * ``params_hash``: the run's parameter block as its training node received it, in
   canonical JSON (keys sorted, no spaces), less the keys that cannot change the trained
   weights (:data:`RUN_INDEPENDENT_KEYS`): the method's ``seeds`` list and
-  ``training.checkpoint_dir`` (which runs exist, where files go), so changing ``seeds``
+  ``training.checkpoint_dir`` and ``training.live_log_dir`` (which runs exist, where
+  files go), so changing ``seeds``
   from ``[42, 43, 44]`` to ``[42, 43]`` leaves seed 42's run current;
   ``training.log_every`` (how often the loss is logged) and ``training.resume``
   (whether an interrupted run continues from its checkpoint, which restores the
@@ -63,7 +64,8 @@ logger = logging.getLogger(__name__)
 # and how the weights are scored (compared as evaluation settings). Left out of
 # ``params_hash`` and ``config_hash``.
 RUN_INDEPENDENT_KEYS: tuple[tuple[str, ...], ...] = (
-    ("seeds",), ("training", "checkpoint_dir"), ("training", "log_every"), ("training", "resume"), ("evaluation",))
+    ("seeds",), ("training", "checkpoint_dir"), ("training", "live_log_dir"), ("training", "log_every"),
+    ("training", "resume"), ("evaluation",))
 SEED_KEY = ("training", "seed")
 # Evaluation settings that change how fast scores come, not what they are.
 # (They can change float rounding: a record's evaluation.execution says how they were.)

@@ -85,9 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         tables = {name: catalog.load(dataset) for name, dataset in config.inputs().items()}
         dev_scorer = None
         if rank == 0:  # the trainer scores on the main process alone
-            from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+            from contrastive_sentence_embeddings.evaluation.sts import STARTING_SCORES_DIR, DevScorer
 
-            dev_scorer = DevScorer(catalog.load("raw_sts"))
+            dev_scorer = DevScorer(catalog.load("raw_sts"), memo_dir=STARTING_SCORES_DIR)
         trained, result = train_tables(family, tables, context.params["encoder"], config, dev_scorer)
         if rank == 0:
             catalog.save(f"{args.method}.model", trained)

@@ -111,7 +111,8 @@ class ModelSpec:
 @dataclass
 class EvaluationSettings:
     """What to score and how. ``sts``, ``transfer`` and ``alignment`` switch the three
-    parts on and off; ``cache_dir`` holds transfer embeddings (None: no cache)."""
+    parts on and off; ``cache_dir`` holds transfer embeddings, and an untrained
+    encoder's STS embeddings (None: no cache)."""
 
     sts: bool = field(default=True, metadata=flag())
     transfer: bool = field(default=False, metadata=flag())
@@ -328,6 +329,29 @@ def transfer_cache_key(fingerprint: str, pooling: str, device) -> str:
     return f"{fingerprint}:{pooling}:{precision_tag(device)}"
 
 
+def _sentence_level_embeddings(
+    encoder: SentenceEncoder, sentences: list[str], poolings: Sequence[str], settings: EvaluationSettings,
+    fingerprint: str, cached: bool,
+) -> dict[str, np.ndarray]:
+    """The STS and alignment/uniformity sentences encoded once for all ``poolings``.
+    An untrained encoder (``cached``: the baseline, an external row) is scored again by
+    every pipeline whose leaderboard needs its row, on the same weights and sentences:
+    its embeddings go through the disk cache under the key the transfer embeddings use
+    (weights' fingerprint, pooling, precision; the sentences are hashed by the cache),
+    so the second method's run reads them instead of encoding 26,083 sentences again.
+    A trained model is scored once; its embeddings are not kept."""
+    if not (cached and settings.cache_dir):
+        return encoder.encode_poolings(sentences, poolings)
+    caches = {p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir,
+                                transfer_cache_key(fingerprint, p, encoder.device)) for p in poolings}
+    if all(cache.path(sentences).is_file() for cache in caches.values()):
+        return {p: cache(sentences) for p, cache in caches.items()}
+    embedded = encoder.encode_poolings(sentences, poolings)
+    for pooling, cache in caches.items():
+        cache.store(sentences, embedded[pooling])
+    return embedded
+
+
 def _transfer_scores(
     encoder: SentenceEncoder, poolings: Sequence[str], tasks: Mapping[str, TransferTask],
     settings: EvaluationSettings, fingerprint: str,
@@ -393,7 +417,8 @@ def evaluate_encoder(
 
     sentences = data.sentence_level_sentences()
     if sentences:
-        embedded = encoder.encode_poolings(sentences, poolings)
+        embedded = _sentence_level_embeddings(encoder, sentences, poolings, settings, fingerprint,
+                                              cached=all(spec.method in UNTRAINED_ROWS for spec in specs))
         for pooling in poolings:
             embedding_of = dict(zip(sentences, embedded[pooling]))
             if data.sts:

@@ -20,16 +20,20 @@ subsets' Spearman values averaged, weighted by their numbers of pairs).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
 
+from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport, handle_bad_input
 from contrastive_sentence_embeddings.data.sts_hub import POOLED_SUBSET, PROVENANCE_FILE
@@ -444,17 +448,66 @@ def evaluate_sts(suite: Mapping[str, Sequence[StsSubset]], encode: Callable[[lis
     return score_sts(suite, dict(zip(sentences, embeddings)))
 
 
+# Where the trainers keep the dev scores of their starting weights (DevScorer.starting_scores),
+# beside the embedding caches: relative to the project root, where Kedro and DVC run.
+STARTING_SCORES_DIR = "data/07_model_output/embedding_cache/starting_dev_scores"
+
+
 class DevScorer:
     """Fast model-selection scores for the trainer: STS-B dev and SICK-R trial
     Spearman x 100, and their mean (``dev_avg``), read once and scored on call (STS-B
-    dev alone on Hub data, see :func:`read_dev_sets`)."""
+    dev alone on Hub data, see :func:`read_dev_sets`).
 
-    def __init__(self, raw_sts: Mapping[str, Callable[[], RawFile]], on_bad_input: str = "skip"):
+    ``memo_dir``: where :meth:`starting_scores` keeps the scores of starting weights
+    (None: scored every time)."""
+
+    def __init__(self, raw_sts: Mapping[str, Callable[[], RawFile]], on_bad_input: str = "skip",
+                 memo_dir: str | os.PathLike | None = None):
         self.report = StepReport("dev_sets")
         self.suite = read_dev_sets(raw_sts, self.report, on_bad_input)
         self.warnings = check_pair_counts(pair_counts(self.suite))
         self.report.log(logger)
         self.sentences = distinct_sentences(self.suite)
+        self.memo_dir = Path(memo_dir) if memo_dir is not None else None
+
+    def fingerprint(self) -> str:
+        """sha256 over every dev pair and its gold score, per task and subset: two scorers
+        with the same fingerprint give the same score to the same embeddings."""
+        digest = hashlib.sha256()
+        for task, subsets in sorted(self.suite.items()):
+            for subset in subsets:
+                head = json.dumps([task, subset.subset, subset.pooled, len(subset.sentence1)])
+                digest.update(head.encode())
+                for text in (*subset.sentence1, *subset.sentence2):
+                    data = text.encode("utf-8", "surrogatepass")
+                    digest.update(len(data).to_bytes(8, "little") + data)
+                digest.update(np.ascontiguousarray(subset.scores, dtype=np.float64).tobytes())
+        return digest.hexdigest()
+
+    def starting_scores(self, weights_key: str | None, encode: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        """The scores of a run's starting weights (step 0), computed once per starting
+        point: every seed of a method, and every method that starts from the same encoder
+        with the same pooling, begins from the same weights, so their step-0 scores are
+        equal and are read back instead of encoded again. ``weights_key`` must identify
+        everything the encoding depends on (weights, pooling, precision; the trainer's
+        :func:`..training.trainer.starting_point_key`); None scores without the memo."""
+        if weights_key is None or self.memo_dir is None:
+            return self(encode)
+        path = self.memo_dir / f"{hashlib.sha256((weights_key + self.fingerprint()).encode()).hexdigest()}.json"
+        try:
+            remembered = json.loads(path.read_text())
+        except FileNotFoundError:
+            remembered = None
+        except (OSError, ValueError) as err:  # a truncated or foreign file: score again
+            logger.warning("starting dev scores: unreadable %s (%s); scoring again", path, err)
+            remembered = None
+        if isinstance(remembered, dict) and remembered.get("scores"):
+            logger.info("step-0 dev scores of these starting weights read from %s (scored before)", path)
+            return {task: float(value) for task, value in remembered["scores"].items()}
+        scores = self(encode)
+        self.memo_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(path, json.dumps({"weights_key": weights_key, "scores": scores}))
+        return scores
 
     def __call__(self, encode: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
         embeddings = encode(self.sentences)

@@ -186,9 +186,11 @@ def load_table(path: str | Path):
 def train_job(job: TrainingJob, main_process: bool):
     """Run ``job``'s training in this process (one of the DDP processes). The dev
     scorer is built on the main process only (the trainer scores there alone)."""
-    from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+    from contrastive_sentence_embeddings.evaluation.sts import STARTING_SCORES_DIR, DevScorer
 
-    dev_scorer = DevScorer(raw_partitions(job.raw_sts)) if job.raw_sts and main_process else None
+    dev_scorer = None
+    if job.raw_sts and main_process:
+        dev_scorer = DevScorer(raw_partitions(job.raw_sts), memo_dir=STARTING_SCORES_DIR)
     tables = {name: load_table(path) for name, path in job.data.items()}
     from contrastive_sentence_embeddings.training.method_block import MethodBlock
 

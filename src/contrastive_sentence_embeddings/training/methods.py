@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -87,6 +88,19 @@ class ContrastiveModel(nn.Module):
     def sentence_encoder(self, tokenizer, device=None) -> SentenceEncoder:
         """The encoder as it will be saved (no heads), for scoring during training."""
         return SentenceEncoder(self.encoder, tokenizer, self.pooling, batch_size=128, device=device)
+
+    def encoding_key(self) -> str:
+        """sha256 over what :meth:`sentence_encoder`'s embeddings depend on: the encoder's
+        class, the pooling, and every tensor of the encoder's state (name, dtype, shape,
+        values). The heads are left out: they are dropped before any sentence is encoded,
+        so two seeds whose heads differ but whose encoder starts the same share a key."""
+        digest = hashlib.sha256(f"{type(self.encoder).__module__}.{type(self.encoder).__qualname__}:{self.pooling}"
+                                .encode())
+        for name, tensor in sorted(self.encoder.state_dict().items()):
+            value = tensor.detach().cpu().contiguous()
+            digest.update(f"{name}:{value.dtype}:{tuple(value.shape)}".encode())
+            digest.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+        return digest.hexdigest()
 
 
 

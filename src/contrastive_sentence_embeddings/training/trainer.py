@@ -65,10 +65,11 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
 from contrastive_sentence_embeddings.config import flag, integer, number, random_seed
 from contrastive_sentence_embeddings.crash_points import crash_point
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.encoding import pad_batch, precision_tag
 from contrastive_sentence_embeddings.library_messages import held_messages
 from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
 from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.training.live_log import open_live_log
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
 from contrastive_sentence_embeddings.training.run_name import current_run
@@ -120,6 +121,9 @@ class TrainingConfig:
     mixed_precision: str = "auto"      # auto: bf16 (or fp16) on CUDA, none on CPU
     device: str | None = None          # None: CUDA when present (several processes without it: CPU DDP); "cpu" forces CPU
     checkpoint_dir: str | None = None  # None: no checkpoints (no resume)
+    # DVCLive logs each training row and dev score here as it happens (training/live_log.py;
+    # per seed <dir>/seed<k>); None: no live log. What is computed is the same either way.
+    live_log_dir: str | None = None
     resume: bool = field(default=True, metadata=flag())
     log_every: int = field(default=10, metadata=integer(1))
     select_by: str = "stsb_dev"        # the dev score that picks the kept weights: stsb_dev (SimCSE) or dev_avg
@@ -353,7 +357,7 @@ def run_fingerprint(config: TrainingConfig, data: str, model: torch.nn.Module, p
     counts on different machines, and a checkpoint holds one RNG state per process)."""
     # gradient_checkpointing changes memory, not the arithmetic: a run that ran out of
     # memory resumes with it turned on.
-    ignored = ("checkpoint_dir", "resume", "log_every", "num_processes", "gradient_checkpointing",
+    ignored = ("checkpoint_dir", "live_log_dir", "resume", "log_every", "num_processes", "gradient_checkpointing",
                *SPEED_SETTINGS)
     settings = {k: v for k, v in asdict(config).items() if k not in ignored}
     if settings.get("mini_batch_size") is None:  # fingerprints without it stay as they were before it existed
@@ -879,6 +883,9 @@ def train(
         logger.info("resumed from %s at step %d (best %s %.2f at step %d)", folder, state["step"],
                     config.select_by, state["best_scores"].get(config.select_by, float("nan")), state["best_step"])
 
+    live = open_live_log(config.live_log_dir, accelerator.is_main_process,
+                         resume_after=state["step"] if resumed is not None else None)
+
     def evaluate() -> None:
         nonlocal best_state
         if dev_scorer is None or not accelerator.is_main_process:
@@ -886,9 +893,15 @@ def train(
         # The dev sets run through the encoder's own forward: their batches have other
         # shapes, which a compiled forward would compile again (once per shape when static).
         with uncompiled(core.encoder):
-            scores = dev_scorer(core.sentence_encoder(tokenizer, accelerator.device).encode)
+            encode = core.sentence_encoder(tokenizer, accelerator.device).encode
+            if state["step"] == 0 and hasattr(dev_scorer, "starting_scores"):
+                scores = dev_scorer.starting_scores(starting_point_key(core, accelerator.device, config), encode)
+            else:
+                scores = dev_scorer(encode)
         row = {"step": state["step"], **{f"dev/{k}": v for k, v in scores.items()}}
         state["curve"].append(row)
+        if live is not None:
+            live.log(row)
         if config.select_by not in scores:
             raise ValueError(f"training.select_by is {config.select_by!r}, but the dev scorer gives "
                              f"{', '.join(scores)}")
@@ -1009,6 +1022,8 @@ def train(
                            "peak_memory_gib": round(peak_memory_gib(accelerator.device), 3),
                            **{k: v / window_count for k, v in window_loss.items()}}
                     state["curve"].append(row)
+                    if live is not None:
+                        live.log(row)
                     progress.set_postfix(loss=f"{row['loss']:.4f}", ex_s=f"{row['examples_per_second']:.1f}",
                                          mem=f"{row['peak_memory_gib']:.1f}G")
                     window_loss, window_count, window_start = {}, 0, time.perf_counter()
@@ -1024,6 +1039,8 @@ def train(
                 if state["step"] >= steps:
                     break
         progress.close()
+    if live is not None:
+        live.close()
     seconds = time.perf_counter() - started
     # The last checkpoint stays until the model is saved (release_checkpoints): a crash
     # before that would otherwise lose the whole run.
@@ -1056,6 +1073,20 @@ def train(
 
 
 _RNG_STATE_FILE = "random_states"  # accelerate's name for a process's RNG state: <name>_<process>.pkl
+
+
+def starting_point_key(core: torch.nn.Module, device: torch.device, config: TrainingConfig) -> str | None:
+    """What the step-0 dev scores of ``core`` depend on, for ``DevScorer.starting_scores``:
+    its encoding key (weights and pooling; None for a model without one, whose step 0 is
+    always scored), the precision on ``device``, the attention kernels allowed, and the
+    torch and transformers versions (their kernels move the last digits)."""
+    if not hasattr(core, "encoding_key"):
+        return None
+    import transformers
+
+    return json.dumps({"weights": core.encoding_key(), "precision": precision_tag(device),
+                       "attention": list(config.attention_backends or []),
+                       "torch": torch.__version__, "transformers": transformers.__version__})
 
 
 def _gather_rng_states(accelerator) -> list[dict]:

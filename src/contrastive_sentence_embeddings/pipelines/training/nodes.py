@@ -13,10 +13,16 @@ from collections.abc import Mapping
 import pandas as pd
 
 from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.evaluation.sts import DevScorer
+from contrastive_sentence_embeddings.evaluation.sts import STARTING_SCORES_DIR, DevScorer
 from contrastive_sentence_embeddings.training import fanout, run
 from contrastive_sentence_embeddings.training.clsr import PairEmbeddings, embed_pairs, pair_columns
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
+
+
+def _dev_scorer(raw_sts: Mapping) -> DevScorer:
+    """The dev sets that pick the kept weights; a run's step-0 scores are remembered
+    per starting point (every seed, every method on the same encoder starts alike)."""
+    return DevScorer(raw_sts, memo_dir=STARTING_SCORES_DIR)
 
 
 def _processes(config: MethodBlock) -> int:
@@ -49,7 +55,7 @@ def train_on_sentences(sentences, raw_sts: Mapping, encoder: str, block: Mapping
         trained, curve = fanout.train_in_processes("sentences", encoder, block,
                                                    {"sentences": pd.DataFrame({"sentence": texts})}, raw_sts, processes)
         return _with_provenance(trained, block, encoder, data), curve
-    trained, result = run.train_on_sentences(texts, encoder, config, DevScorer(raw_sts))
+    trained, result = run.train_on_sentences(texts, encoder, config, _dev_scorer(raw_sts))
     return _with_provenance(trained, block, encoder, data), result.curve
 
 
@@ -65,7 +71,7 @@ def train_on_documents(documents, spans, raw_sts: Mapping, encoder: str, block: 
         # The workers receive the block as plain data (another process) and parse it once there.
         trained, curve = fanout.train_in_processes("documents", encoder, block, tables, raw_sts, processes)
         return _with_provenance(trained, block, encoder, data), curve
-    trained, result = run.train_on_documents(documents, spans, encoder, config, DevScorer(raw_sts))
+    trained, result = run.train_on_documents(documents, spans, encoder, config, _dev_scorer(raw_sts))
     return _with_provenance(trained, block, encoder, data), result.curve
 
 
@@ -90,7 +96,7 @@ def train_on_pairs(pair_embeddings: PairEmbeddings, raw_sts: Mapping, embedding_
                    block: Mapping):
     """A pair method (CLSR) on the frozen embeddings of the pairs."""
     trained, result = run.train_on_pairs(pair_embeddings, encoder, MethodBlock.from_params(block, "method"),
-                                         DevScorer(raw_sts), embedding_cache)
+                                         _dev_scorer(raw_sts), embedding_cache)
     data = {"pairs": {"dataset": pair_embeddings.dataset, "fingerprint": pair_embeddings.fingerprint,
                       "rows": len(pair_embeddings.pairs)}}
     return _with_provenance(trained, block, encoder, data), result.curve

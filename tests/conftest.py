@@ -43,6 +43,22 @@ def mirror_dir() -> Path:
     return mirror
 
 
+@pytest.fixture(autouse=True)
+def starting_scores_apart(tmp_path, monkeypatch):
+    """Each test's trainers remember their step-0 dev scores in its own folder
+    (DevScorer.starting_scores), never in the project's data folder: no test writes
+    there, and none reads another's."""
+    import importlib
+
+    folder = str(tmp_path / "starting_dev_scores")
+    for module in ("contrastive_sentence_embeddings.evaluation.sts",
+                   "contrastive_sentence_embeddings.pipelines.training.nodes"):
+        try:
+            monkeypatch.setattr(importlib.import_module(module), "STARTING_SCORES_DIR", folder)
+        except ImportError:  # a device machine without Kedro: its tests train no pipeline node
+            pass
+
+
 @pytest.fixture
 def write_file(tmp_path):
     """Write ``content`` (str as UTF-8, or raw bytes) to ``tmp_path/name``; return a RawFile."""

@@ -55,6 +55,45 @@ def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, 
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 8
 
 
+SCORES = ("sts12", "sts16_wmean", "stsb", "sickr", "sts_avg", "sts_avg_ci", "sts_avg_wmean", "alignment", "uniformity")
+
+
+@pytest.mark.parametrize("method", ["baseline", "external"])
+def test_an_untrained_encoders_sts_embeddings_are_encoded_once(tiny_bert_dir, sts_partitions, tmp_path, monkeypatch,
+                                                               method):
+    """The baseline (and an external row) is scored again by every pipeline that needs
+    its row: the second scoring reads its STS embeddings from the cache and gives the
+    same numbers to the last digit."""
+    settings = evaluator.EvaluationSettings(cache_dir=str(tmp_path / "cache"), device="cpu")
+    data = evaluator.EvaluationData.read(sts_partitions, {}, settings)
+    specs = [evaluator.ModelSpec(f"untrained-{p}", str(tiny_bert_dir), p, method) for p in ("mean", "cls")]
+    calls = []
+    original = SentenceEncoder.encode_poolings
+
+    def counting(self, sentences, poolings, show_progress=None):
+        calls.append((len(sentences), tuple(poolings)))
+        return original(self, sentences, poolings, show_progress)
+
+    monkeypatch.setattr(SentenceEncoder, "encode_poolings", counting)
+    first = evaluator.evaluate_models(specs, data, settings)
+    assert len(calls) == 1 and calls[0][1] == ("mean", "cls")
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # one file per pooling
+    calls.clear()
+    second = evaluator.evaluate_models(specs, data, settings)
+    assert calls == []
+    for spec in specs:
+        assert {k: second[spec.name][k] for k in SCORES} == {k: first[spec.name][k] for k in SCORES}
+    # A trained model's embeddings are not kept (it is scored once): the cache holds
+    # nothing more after scoring one.
+    trained = [evaluator.ModelSpec("trained", str(tiny_bert_dir), "mean", "simcse")]
+    evaluator.evaluate_models(trained, data, settings)
+    assert len(calls) == 1 and len(list((tmp_path / "cache").glob("*.npy"))) == 2
+    # Without a cache folder every scoring encodes.
+    calls.clear()
+    evaluator.evaluate_models(specs, data, evaluator.EvaluationSettings(cache_dir=None, device="cpu"))
+    assert len(calls) == 1
+
+
 def test_settings_reject_unknown_parameters():
     with pytest.raises(ValueError, match="unknown evaluation parameter\\(s\\): trasnfer"):
         evaluator.EvaluationSettings.from_params({"trasnfer": True})

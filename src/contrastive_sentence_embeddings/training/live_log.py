@@ -32,6 +32,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from contrastive_sentence_embeddings.library_messages import held_messages
+
 logger = logging.getLogger(__name__)
 
 # Curve columns that are not metrics of the step they are logged at.
@@ -57,8 +59,12 @@ class LiveLog:
         # report=None: no HTML/Markdown report rewritten at every step; dvcyaml=False:
         # dvc.yaml is the project's, never rewritten by a logger; save_dvc_exp=False:
         # `dvc exp run` saves the experiment, a Kedro run is not one.
-        self.live = Live(str(self.folder), resume=resume_after is not None, report=None, save_dvc_exp=False,
-                         dvcyaml=False)
+        # DVCLive names a random experiment it will not save ("Logging to experiment
+        # 'ruled-lads'"): a name nothing else shows, held back from the run's log.
+        with held_messages("dvclive", r"^Logging to experiment"):
+            self.live = Live(str(self.folder), resume=resume_after is not None, report=None, save_dvc_exp=False,
+                             dvcyaml=False)
+        logger.info("live log (DVCLive): %s", self.folder / "plots" / "metrics")
 
     def log(self, row: Mapping) -> None:
         """Log every finite number of ``row`` at ``row["step"]`` (each is appended to its

@@ -20,6 +20,7 @@ def record(name, method, pooling, base, rng, seed=None, noise=1.0):
     """A record with every STS score, ``base`` plus noise, and its average."""
     scores = {task: float(base + rng.normal(0, noise)) for task in TASKS}
     scores["sts_avg"] = float(np.mean(list(scores.values())))
+    scores["sts_avg_ci"] = [scores["sts_avg"] - 0.7, scores["sts_avg"] + 0.6]  # as the evaluator's bootstrap gives it
     return {"model": {"name": name, "method": method, "base_encoder": "enc", "pooling": pooling, "seed": seed},
             **scores}
 
@@ -117,10 +118,22 @@ def test_the_figure_has_a_row_per_shown_model_and_a_tick_per_seed(board):
     averages = {"baseline-mean": records["baseline-mean"]["sts_avg"], "scd": records["scd"]["sts_avg"],
                 "simcse (n=3 seeds)": records["simcse"]["sts_avg"]}
     assert labels == sorted(labels, key=averages.get)
-    seed_ticks = [line for line in axis.lines if line.get_marker() == "|"]
+    seed_ticks = [line for line in axis.lines if line.get_gid() == "seed runs"]
     assert len(seed_ticks) == 1 and sorted(seed_ticks[0].get_xdata()) == pytest.approx(
         sorted(records[f"simcse.seed{k}"]["sts_avg"] for k in (1, 2, 3)))
-    assert any("reference: simcse" in text.get_text() for text in axis.get_legend().get_texts())
+    legend = [text.get_text() for text in axis.get_legend().get_texts()]
+    assert any("reference: simcse" in text for text in legend)
+    # Two kinds of interval, each drawn its own way and named: a single run's bootstrap
+    # interval over pairs (a plain bar), a seeded row's t-interval over seeds (capped bar).
+    assert any("over the test pairs" in text for text in legend) and any("over seeds" in text for text in legend)
+    simcse = table[table["model"] == "simcse"].iloc[0]
+    [seed_bar] = [c for c in axis.collections if len(c.get_segments()) == 1]
+    assert sorted(seed_bar.get_segments()[0][:, 0]) == pytest.approx(
+        [simcse["sts_avg_seed_ci_lo"], simcse["sts_avg_seed_ci_hi"]])
+    scd = table[table["model"] == "scd"].iloc[0]
+    bars = [sorted(line.get_xdata()) for line in axis.lines if line.get_marker() in ("None", "", None)
+            and len(line.get_xdata()) == 2]
+    assert [scd["sts_avg_ci_lo"], scd["sts_avg_ci_hi"]] in [pytest.approx(bar) for bar in bars]
 
 
 def test_with_no_current_row_the_table_says_so():

@@ -167,18 +167,25 @@ def latex_paper_table(table: pd.DataFrame, alpha: float = 0.05) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _interval(row: pd.Series) -> tuple[float, float] | None:
-    """The row's 95% interval of STS avg: over seeds for a row over seeds, else over pairs."""
-    for low, high in (("sts_avg_seed_ci_lo", "sts_avg_seed_ci_hi"), ("sts_avg_ci_lo", "sts_avg_ci_hi")):
-        lo, hi = _number(row.get(low)), _number(row.get(high))
-        if lo is not None and hi is not None:
-            return lo, hi
-    return None
+# The two kinds of 95% interval the figure draws, each in its own style: they measure
+# different things (the test pairs' sampling for one run; the runs' spread for a row over
+# seeds), so their widths are not comparable and must not look alike.
+PAIRS_INTERVAL = ("sts_avg_ci_lo", "sts_avg_ci_hi")
+SEEDS_INTERVAL = ("sts_avg_seed_ci_lo", "sts_avg_seed_ci_hi")
+
+
+def _interval(row: pd.Series, columns: tuple[str, str]) -> tuple[float, float] | None:
+    """The row's 95% interval of STS avg from ``columns`` (:data:`PAIRS_INTERVAL` or
+    :data:`SEEDS_INTERVAL`), None where the row has none."""
+    lo, hi = _number(row.get(columns[0])), _number(row.get(columns[1]))
+    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def comparison_figure(table: pd.DataFrame, alpha: float = 0.05):
-    """STS avg per current row (best at the top) with its 95% interval, each seed's
-    run as a small point, the reference (or, without one, nothing) as a dashed line."""
+    """STS avg per current row (best at the top): a single run's 95% bootstrap interval
+    over the test pairs as a light bar, a row over seeds' 95% Student-t interval of the
+    seeds' mean as a black capped bar (a different quantity, drawn differently and named
+    in the legend), each seed's run as a tick, the reference (if any) as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,31 +202,46 @@ def comparison_figure(table: pd.DataFrame, alpha: float = 0.05):
     status = table["status"].fillna("").astype(str) if "status" in table else pd.Series(CURRENT, index=table.index)
     seeds = table[table["model"].map(is_seed_run).astype(bool) & (status == CURRENT)]
     _, p_column, basis = comparison_basis(table)
+    kinds_drawn = set()
     for position, (_, row) in enumerate(shown.iterrows()):
-        interval = _interval(row)
         colour = "grey" if row.get("method") in ("baseline", "external") else "tab:blue"
-        if interval is not None:
-            axis.plot(interval, [position, position], color=colour, linewidth=2, alpha=0.6, solid_capstyle="butt")
-        axis.plot([row["_avg"]], [position], "o", color=colour, markersize=6, markeredgecolor="black")
+        if (pairs := _interval(row, PAIRS_INTERVAL)) is not None:
+            axis.plot(pairs, [position, position], color=colour, linewidth=2, alpha=0.6, solid_capstyle="butt")
+            kinds_drawn.add("pairs")
+        if (over_seeds := _interval(row, SEEDS_INTERVAL)) is not None:
+            axis.errorbar([row["_avg"]], [position], xerr=[[row["_avg"] - over_seeds[0]], [over_seeds[1] - row["_avg"]]],
+                          fmt="none", ecolor="black", elinewidth=1.2, capsize=4, zorder=3)
+            kinds_drawn.add("seeds")
+        axis.plot([row["_avg"]], [position], "o", color=colour, markersize=6, markeredgecolor="black", zorder=4)
         runs = seeds[seeds["model"].map(method_block) == row["model"]]
         values = [v for v in (_number(v) for v in runs["sts_avg"]) if v is not None]
         if values:  # below the point, the value being above it
-            axis.plot(values, [position - 0.22] * len(values), "|", color="black", markersize=6)
+            axis.plot(values, [position - 0.22] * len(values), "|", color="black", markersize=6, gid="seed runs")
         p_value = _number(row.get(p_column))
         mark = f" {SIGNIFICANT}" if p_value is not None and p_value < alpha else ""
         axis.annotate(f"{row['_avg']:.2f}{mark}", (row["_avg"], position), textcoords="offset points",
                       xytext=(0, 7), ha="center", fontsize=7)
+    from matplotlib.lines import Line2D
+
+    legend = []
+    if "pairs" in kinds_drawn:
+        legend.append(Line2D([], [], color="tab:blue", linewidth=2, alpha=0.6,
+                             label="one run: 95% bootstrap interval over the test pairs"))
+    if "seeds" in kinds_drawn:
+        legend.append(Line2D([], [], color="black", linewidth=1.2, marker="|", markersize=8,
+                             label="over seeds: 95% Student-t interval of the mean of the seeds' runs"))
     if "reference" in table and table["reference"].notna().any():
         reference = str(table["reference"].dropna().iloc[0])
         match = shown[shown["model"] == reference]
         if not match.empty:
-            axis.axvline(float(match["_avg"].iloc[0]), color="tab:red", linestyle="--", linewidth=0.8,
-                         label=f"reference: {reference}")
-            axis.legend(loc="lower right", fontsize=7)
+            legend.append(axis.axvline(float(match["_avg"].iloc[0]), color="tab:red", linestyle="--", linewidth=0.8,
+                                       label=f"reference: {reference}"))
+    if legend:
+        axis.legend(handles=legend, loc="lower right", fontsize=7)
     axis.set_yticks(range(len(shown)), [_row_label(row) for _, row in shown.iterrows()], fontsize=8)
     axis.set_xlabel("STS avg (Spearman x 100, 7 tasks)")
-    axis.set_title(f"STS avg with 95% intervals (over seeds where there are several, else over pairs); "
-                   f"ticks: single seeds\n{SIGNIFICANT}: p < {alpha} against {basis}"
+    axis.set_title(f"STS avg with 95% intervals of two kinds (legend; their widths do not compare); "
+                   f"ticks: seeds' runs\n{SIGNIFICANT}: p < {alpha} against {basis}"
                    + (f"; {len(left_out)} non-current row(s) left out" if not left_out.empty else ""), fontsize=8)
     axis.grid(axis="x", alpha=0.3)
     figure.tight_layout()

@@ -111,6 +111,27 @@ def test_experiments_are_ranked_by_the_method_the_grid_changed_and_the_unscored_
     assert lines[4].split() == ["-", "later-run", "(ddddddd)", "queued", "-", "-", "-", "-", "42", "5e-05"]
 
 
+def test_with_a_reference_row_the_ranking_shows_each_run_against_it():
+    def against_simcse(sts_avg, vs_ref, p_ref):
+        summary = simcse(76.5)
+        summary["imsimcse"] = {"sts_avg": sts_avg, "vs_base": round(sts_avg - 76.0, 2), "p": 0.01,
+                               "vs_ref": vs_ref, "p_ref": p_ref, "examples": 7680, "seconds": 300}
+        return summary
+
+    def with_reference(learning_rate):
+        return {**params(learning_rate, 42), "leaderboard": {"reference": "simcse"}}
+
+    show = [commit_entry("main", "a" * 40, with_reference(3e-5), against_simcse(76.6, 0.1, 0.841), experiments=[
+        experiment_entry("better", "b" * 40, "success", with_reference(1e-5), against_simcse(77.9, 1.4, 0.001))])]
+    lines = ranking_table(read_experiments(show), "imsimcse").splitlines()
+    assert lines[0].split() == ["rank", "experiment", "STS", "avg", "vs", "base", "p", "vs", "simcse", "p", "ref",
+                                "examples", "seconds", "learning_rate"]
+    assert lines[1].split()[:8] == ["1", "better", "(bbbbbbb)", "77.9", "+1.90", "0.010", "+1.40", "0.001"]
+    assert lines[2].split()[:8] == ["2", "main", "(aaaaaaa)", "76.6", "+0.60", "0.010", "+0.10", "0.841"]
+    # Without a reference in any run, no such column (the table above stays as it was).
+    assert "ref" not in ranking_table(read_experiments(SHOW), "simcse").splitlines()[0]
+
+
 def test_a_grid_over_the_longest_shipped_method_s_knobs_fits_120_columns():
     """A user's grid over two knobs of a method with a long name (the shipped
     simcse_decorrelation): the method is named in the title line only, and each

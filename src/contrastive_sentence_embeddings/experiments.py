@@ -9,6 +9,9 @@ row per experiment, best first::
     rank  experiment          STS avg  vs base      p  examples  seconds  learning_rate  seed
        1  exp-3a1b2 (9b41432)    79.54    +0.31  0.150      7680      612          1e-05    42
 
+With ``leaderboard.reference`` set (a row every other is tested against), two more
+columns follow ``p``: ``vs <reference>`` and ``p ref``, the summary's ``vs_ref``/``p_ref``.
+
 Only the commit's row and experiments that ran to the end (DVC's ``success``) are
 ranked. The others (queued, running, failed) follow, unranked, with their state and no
 number: DVC collects a failed or queued run's files from the workspace it was queued
@@ -186,16 +189,30 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def reference_name(experiments: Iterable[Experiment]) -> str | None:
+    """The row the experiments' leaderboards compared against (``leaderboard.reference``),
+    when they all name the same one; None otherwise (the column is then ``vs ref`` and the
+    parameter's column, which differs between them, names each one's)."""
+    names = {value for e in experiments for key, value in e.params.items()
+             if key.endswith(":leaderboard.reference") and value}
+    return str(next(iter(names))) if len(names) == 1 else None
+
+
 def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
     """The ranked table (module docstring): ``model``'s STS average, its difference to
-    the baseline with its p-value, examples seen, training seconds, and the parameters
-    that differ between the experiments."""
+    the baseline with its p-value, its difference to the reference row with its p-value
+    (``leaderboard.reference``; columns shown only when a run has one), examples seen,
+    training seconds, and the parameters that differ between the experiments."""
     ranked, unranked = rank(experiments, model)
     params = changed_params(experiments)
     names = short_names(params)
     # The model is named once, in the title line main() prints: a long method name
     # (simcse_decorrelation) in every header would cost the table its 120 columns.
-    header = ["rank", "experiment", "STS avg", "vs base", "p", "examples", "seconds", *names.values()]
+    # Against leaderboard.reference (summary keys vs_ref, p_ref), when any ranked run has it.
+    with_reference = any("vs_ref" in (e.summary.get(model) or {}) for e in ranked)
+    reference = reference_name(experiments) if with_reference else None
+    comparison = [f"vs {reference}" if reference else "vs ref", "p ref"] if with_reference else []
+    header = ["rank", "experiment", "STS avg", "vs base", "p", *comparison, "examples", "seconds", *names.values()]
     rows = []
     for position, experiment in enumerate([*ranked, *unranked], start=1):
         scored = position <= len(ranked)
@@ -211,6 +228,8 @@ def ranking_table(experiments: Sequence[Experiment], model: str) -> str:
             else experiment.state,
             "-" if difference is None else f"{difference:+.2f}",
             "-" if scores.get("p") is None else f"{scores['p']:.3f}",
+            *((["-" if scores.get("vs_ref") is None else f"{scores['vs_ref']:+.2f}",
+                "-" if scores.get("p_ref") is None else f"{scores['p_ref']:.3f}"]) if with_reference else []),
             _cell(scores.get("examples")),
             _cell(scores.get("seconds")),
             *(_cell(experiment.params.get(key)) for key in params),

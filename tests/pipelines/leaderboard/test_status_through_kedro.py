@@ -95,3 +95,19 @@ def test_a_changed_parameter_makes_the_rows_stale(project):
     assert rows.loc["declutr", "status"] == "carried"
     project.run(["leaderboard"])  # today's parameters again: current again
     assert leaderboard_rows(project).loc["simcse.seed1", "status"] == "current"
+
+
+def test_the_table_summary_and_paper_table_round_each_score_once(project):
+    """leaderboard.csv holds each record's scores at full precision, so the summary and
+    the paper table, which read it, round a score once: what the record rounds to."""
+    rows = pd.read_csv(project.root / "data/08_reporting/leaderboard.csv").set_index("model")
+    summary = json.loads((project.root / "data/08_reporting/summary.json").read_text())
+    paper = (project.root / "data/08_reporting/paper_table.md").read_text()
+    for model in ("simcse", "simcse.seed1", "baseline-cls_before_pooler"):
+        record = json.loads((project.root / f"data/08_reporting/metrics/{model}.json").read_text())
+        for task in ("sts12", "sickr", "sts_avg"):
+            assert rows.loc[model, task] == record[task], (model, task)  # the exact float, not 4 decimals
+    simcse = json.loads((project.root / "data/08_reporting/metrics/simcse.json").read_text())
+    assert summary["simcse"]["sts_avg"] == round(simcse["sts_avg"], 2)
+    [line] = [line for line in paper.splitlines() if line.startswith("| simcse (n=2 seeds) |")]
+    assert line.split("|")[-2].strip().split(" ")[0] == f"{simcse['sts_avg']:.2f}"

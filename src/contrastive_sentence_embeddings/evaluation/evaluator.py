@@ -75,6 +75,7 @@ from contrastive_sentence_embeddings.evaluation.sts import (
     unavailable_scores,
 )
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
+from contrastive_sentence_embeddings.evaluation.records import EXTERNAL, UNTRAINED_ROWS  # noqa: F401
 from contrastive_sentence_embeddings.evaluation.transfer import (
     TRANSFER_TASKS,
     TransferTask,
@@ -86,11 +87,7 @@ logger = logging.getLogger(__name__)
 Partitions = Mapping[str, Callable[[], RawFile]]
 
 
-# The method of a row scored from an encoder this project did not train here (any folder
-# or Hub id, ``kedro run --pipelines=external``); like the baseline's rows, its parameters
-# are the encoder and the pooling.
-EXTERNAL = "external"
-UNTRAINED_ROWS = ("baseline", EXTERNAL)
+# EXTERNAL, UNTRAINED_ROWS: the rows nobody trained here (records.py), re-exported for the nodes.
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import pandas as pd
 import yaml
 
 from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.evaluation.records import EXTERNAL
 from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
 from contrastive_sentence_embeddings.evaluation.transfer import TRANSFER_TASKS
 
@@ -128,7 +129,6 @@ def _join(row: dict, older: Mapping) -> None:
 
 # --- where a row comes from: current, stale or carried --------------------------------------
 CURRENT, STALE, CARRIED = "current", "stale", "carried"
-EXTERNAL = "external"  # the method of a row scored from any encoder (evaluator.EXTERNAL)
 _SEVERITY = {CURRENT: 0, STALE: 1, CARRIED: 2}
 
 

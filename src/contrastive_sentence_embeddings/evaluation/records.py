@@ -22,6 +22,14 @@ from contrastive_sentence_embeddings.data.report import BadInputError
 from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
 from contrastive_sentence_embeddings.evaluation.transfer import TRANSFER_TASKS
 
+# The methods of the rows nobody trained here: the baseline (the starting encoder with
+# each pooling) and an external row (any folder or Hub id scored on the harness,
+# ``kedro run --pipelines=external``). Their parameters are the encoder and the pooling.
+# The evaluator writes them, the leaderboard reads them: both take them from here.
+BASELINE = "baseline"
+EXTERNAL = "external"
+UNTRAINED_ROWS = (BASELINE, EXTERNAL)
+
 # Averages and what they average, as the evaluator writes them (sts.py, evaluator.py).
 AVERAGES = {
     "sts_avg": STS_TASKS,

@@ -89,7 +89,7 @@ def test_the_templates_iterate_over_the_dvc_lists(project):
 
 
 def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(project):
-    _, methods, graph, catalog, stages = project
+    params, methods, graph, catalog, stages = project
     train, transfer = stages["stages"]["train"]["do"], stages["stages"]["transfer"]["do"]
     for method in methods:
         assert train["cmd"].replace("${item}", method) == f"kedro run --namespaces={method},card.{method}"
@@ -115,7 +115,9 @@ def test_every_method_stage_runs_its_namespace_and_depends_on_all_it_reads(proje
                                                  path_of(catalog, f"{method}.training_curve")]
         assert "metrics" not in train
         curve = catalog.get(f"{method}.training_curve")
-        assert expand(train["plots"], method) == [relative(curve._terms_filepath), relative(curve._dev_filepath)]
+        # ... and the run's live log (DVCLive's folder, training.live_log_dir; per seed a folder inside).
+        assert expand(train["plots"], method) == [relative(curve._terms_filepath), relative(curve._dev_filepath),
+                                                  params[method]["training"]["live_log_dir"]]
         assert f"conf/base/parameters_{method}.yml" in str(train["params"]).replace("${item}", method)
         assert (PROJECT_ROOT / f"conf/base/parameters_{method}.yml").is_file()
 
@@ -179,15 +181,21 @@ def test_every_plot_is_a_file_a_stage_writes_and_renders_on_its_own_axes(project
     _, _, _, catalog, stages = project
     assert "plots" not in stages
     train = stages["stages"]["train"]["do"]
-    for entry in train["plots"]:
+    *curves, live = train["plots"]
+    for entry in curves:
         (path, props), = entry.items()
         assert props["cache"] is False and props["x"] == "step"
         assert "${item}" in path and "${item}" in props["title"]
         template = json.loads((PROJECT_ROOT / f".dvc/plots/{props['template']}.json").read_text())
         assert template["data"] == {"values": "<DVC_METRIC_DATA>"}
     # The loss with each term on its own axis, and the dev score the kept weights were chosen by.
-    assert [(next(iter(entry.values()))["template"], next(iter(entry.values()))["y"]) for entry in train["plots"]] \
+    assert [(next(iter(entry.values()))["template"], next(iter(entry.values()))["y"]) for entry in curves] \
         == [("loss_terms", "value"), ("dev_curve", "dev/selection")]
+    # The live log: a folder of one TSV per quantity (DVCLive's), a chart each on DVC's own
+    # template, each titled by its file's path (one title for the folder would name them all alike).
+    (path, props), = live.items()
+    assert path == "data/08_reporting/live/${item}" and props["cache"] is False and props["x"] == "step"
+    assert "title" not in props and "template" not in props
     assert expand(stages["stages"]["leaderboard"]["plots"]) == [path_of(catalog, "alignment_uniformity_plot"),
                                                                  path_of(catalog, "sts_comparison_plot")]
 

@@ -120,8 +120,22 @@ def test_dvc_plots_show_through_the_installed_page_loads_nothing_from_the_networ
     def encoding(spec):  # the loss chart is faceted by term: its encoding is its inner spec's
         return spec.get("encoding") or spec["spec"]["encoding"]
 
-    charts = {spec["title"]["text"].split(":")[0] + ":" + encoding(spec)["y"]["field"]: spec for spec in specs}
+    # Each run's live log (DVCLive's TSVs, a chart per file, titled by its path): drawn at
+    # the file's own steps, never at DVC's row numbers.
+    live = [spec for spec in specs if spec["title"]["text"].startswith("data/08_reporting/live/")]
+    specs = [spec for spec in specs if spec not in live]
     tracked = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters.yml").read_text())["dvc"]["train"]
+    live_files = {spec["title"]["text"] for spec in live}
+    for method in tracked:
+        assert any(f.startswith(f"data/08_reporting/live/{method}/") and f.endswith("/train/loss.tsv")
+                   for f in live_files), method
+    for spec in live:
+        with (PROJECT_ROOT / spec["title"]["text"]).open() as stream:
+            on_disk = [line.split("\t")[0] for line in stream.read().splitlines()[1:]]
+        assert [str(row["step"]) for row in spec["data"]["values"]] == on_disk, spec["title"]["text"]
+        assert spec["encoding"]["x"]["field"] == "step"
+
+    charts = {spec["title"]["text"].split(":")[0] + ":" + encoding(spec)["y"]["field"]: spec for spec in specs}
     assert set(charts) == {f"{method}:{y}" for method in tracked for y in ("value", "dev/selection")}
     for name, spec in charts.items():
         y = encoding(spec)["y"]["field"]

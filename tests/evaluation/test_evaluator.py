@@ -9,13 +9,9 @@ from contrastive_sentence_embeddings.evaluation import evaluator
 from contrastive_sentence_embeddings.evaluation.sts import evaluate_sts
 
 
-def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, transfer_partitions, tmp_path,
-                                                 monkeypatch):
-    settings = evaluator.EvaluationSettings(transfer=True, transfer_tasks=["TREC", "MRPC"], k_folds=3,
-                                            cache_dir=str(tmp_path / "cache"), device="cpu")
-    data = evaluator.EvaluationData.read(sts_partitions, transfer_partitions, settings)
-    specs = [evaluator.ModelSpec(f"tiny-{p}", str(tiny_bert_dir), p, "test", "tiny") for p in ("mean", "cls")]
-
+def count_encodings(monkeypatch) -> list[tuple[int, tuple[str, ...]]]:
+    """Every ``SentenceEncoder.encode_poolings`` call from here on, as (sentences, poolings),
+    in the list returned; the encodings themselves run as before."""
     calls = []
     original = SentenceEncoder.encode_poolings
 
@@ -24,6 +20,17 @@ def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, 
         return original(self, sentences, poolings, show_progress)
 
     monkeypatch.setattr(SentenceEncoder, "encode_poolings", counting)
+    return calls
+
+
+def test_every_part_for_two_poolings_in_one_pass(tiny_bert_dir, sts_partitions, transfer_partitions, tmp_path,
+                                                 monkeypatch):
+    settings = evaluator.EvaluationSettings(transfer=True, transfer_tasks=["TREC", "MRPC"], k_folds=3,
+                                            cache_dir=str(tmp_path / "cache"), device="cpu")
+    data = evaluator.EvaluationData.read(sts_partitions, transfer_partitions, settings)
+    specs = [evaluator.ModelSpec(f"tiny-{p}", str(tiny_bert_dir), p, "test", "tiny") for p in ("mean", "cls")]
+
+    calls = count_encodings(monkeypatch)
     metrics = evaluator.evaluate_models(specs, data, settings)
     # one encoding of the STS sentences and one per transfer task, each for both poolings
     assert len(calls) == 3 and all(p == ("mean", "cls") for _, p in calls)
@@ -67,14 +74,7 @@ def test_an_untrained_encoders_sts_embeddings_are_encoded_once(tiny_bert_dir, st
     settings = evaluator.EvaluationSettings(cache_dir=str(tmp_path / "cache"), device="cpu")
     data = evaluator.EvaluationData.read(sts_partitions, {}, settings)
     specs = [evaluator.ModelSpec(f"untrained-{p}", str(tiny_bert_dir), p, method) for p in ("mean", "cls")]
-    calls = []
-    original = SentenceEncoder.encode_poolings
-
-    def counting(self, sentences, poolings, show_progress=None):
-        calls.append((len(sentences), tuple(poolings)))
-        return original(self, sentences, poolings, show_progress)
-
-    monkeypatch.setattr(SentenceEncoder, "encode_poolings", counting)
+    calls = count_encodings(monkeypatch)
     first = evaluator.evaluate_models(specs, data, settings)
     assert len(calls) == 1 and calls[0][1] == ("mean", "cls")
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # one file per pooling

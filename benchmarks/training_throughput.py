@@ -186,6 +186,9 @@ def method_block(name: str, overrides: dict) -> MethodBlock:
         if path.is_file():
             block = merge(block, (read_parameters_yaml(path.read_text(encoding="utf-8")) or {}).get(block_name, {}))
     block = merge(block, overrides)
+    # A benchmark measures training, not logging: nothing goes into the project's live log
+    # (data/08_reporting/live), and DVCLive, which needs DVC, is absent from the GPU image.
+    block.setdefault("training", {})["live_log_dir"] = None
     return MethodBlock.from_params(block, block_name)
 
 

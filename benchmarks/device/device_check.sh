@@ -167,6 +167,14 @@ if [[ "$PART" == 1 ]]; then
     [[ "$DEVICE" == cpu ]] && ablation="default,static-shapes"  # CUDA graphs and cuDNN need CUDA
     stage training_throughput 90 "${throughput[@]}" --methods simcse,declutr --steps "$STEPS" --warmup "$WARMUP" \
         --ablation "$ablation" --output "$OUT/training_throughput.json"
+    # Gradient caching (issue 42, item 3): batch 1,024 in mini-batches of 64 ran at
+    # 1,123 examples/s against 6,875 uncached on the H100 (run 2), where one extra forward
+    # should cost ~1.3x. SimCSE at the paper's batch, then 1,024 and 4,096 each uncached
+    # and cached, the per-example cost of each in one file (15 steps a row: ~100 s on an H100).
+    scaling_batches=1024,4096
+    [[ "$DEVICE" == cpu ]] && scaling_batches=128  # a rehearsal: one cached and one plain row
+    stage gradient_cache_scaling 90 "${throughput[@]}" --methods simcse --steps 10 --warmup 5 \
+        --no-peer --no-eval-cost --scaling "$scaling_batches" --output "$OUT/gradient_cache_scaling.json"
 else
     # DeCLUTR's step: run 5 found cuDNN's attention preparing each new pass shape (640 ms a
     # step with it, 175 without; its blocks leave it out since). What bounds the 175 ms

@@ -69,6 +69,24 @@ def test_dvclive_logs_every_curve_row_as_the_run_trains(tiny_bert, tokenizer, se
     assert not (live / "metrics.json").exists()
 
 
+def test_without_dvclive_the_run_trains_and_says_the_live_log_is_off(tiny_bert, tokenizer, sentences, tmp_path,
+                                                                     monkeypatch, caplog):
+    """A machine without DVC (the GPU image) cannot import DVCLive: the run trains, its
+    curve is whole, and one warning says the live log is off and where the rows are."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dvclive", None)  # `import dvclive` raises ImportError
+    live = tmp_path / "live" / "simcse"
+    config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", max_steps=2, log_every=1,
+                            live_log_dir=str(live))
+    with caplog.at_level("WARNING"):
+        result = train(model_of(tiny_bert), tokenizer, tokenize_sentences(tokenizer, sentences, 32), config)
+    assert result.curve.dropna(subset=["loss"])["step"].tolist() == [1, 2]
+    assert not live.exists()
+    warnings = [r.getMessage() for r in caplog.records if "live log off" in r.getMessage()]
+    assert len(warnings) == 1 and str(live) in warnings[0], warnings
+
+
 def test_a_resumed_run_drops_the_rows_logged_after_its_checkpoint(tmp_path):
     metrics = tmp_path / "plots" / "metrics" / "train"
     metrics.mkdir(parents=True)

@@ -108,7 +108,16 @@ def drop_rows_after(folder: Path, step: int) -> None:
 
 
 def open_live_log(folder: str | Path | None, main_process: bool, resume_after: int | None = None) -> LiveLog | None:
-    """A live log into ``folder`` on the main process; None without a folder or elsewhere."""
+    """A live log into ``folder`` on the main process; None without a folder or elsewhere,
+    and None, said in one warning, where DVCLive cannot be imported (it needs DVC, which a
+    GPU image without the project's tools lacks): the run's curves CSV holds the same rows,
+    so a training run is never stopped for its live view."""
     if folder is None or not main_process:
+        return None
+    try:
+        import dvclive  # noqa: F401 - only tried here
+    except ImportError as error:
+        logger.warning("live log off: DVCLive cannot be imported here (%s); the curves CSV still records "
+                       "every row (%s stays empty)", error, folder)
         return None
     return LiveLog(folder, resume_after)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
-from contrastive_sentence_embeddings.training.live_log import drop_rows_after, metric_name
+from contrastive_sentence_embeddings.training.live_log import drop_rows_after, metric_name, open_live_log
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
 from tests.helpers import wiki_sentences
@@ -69,22 +69,56 @@ def test_dvclive_logs_every_curve_row_as_the_run_trains(tiny_bert, tokenizer, se
     assert not (live / "metrics.json").exists()
 
 
-def test_without_dvclive_the_run_trains_and_says_the_live_log_is_off(tiny_bert, tokenizer, sentences, tmp_path,
-                                                                     monkeypatch, caplog):
-    """A machine without DVC (the GPU image) cannot import DVCLive: the run trains, its
-    curve is whole, and one warning says the live log is off and where the rows are."""
+def test_without_dvclive_the_same_files_are_written_and_a_warning_says_why(tiny_bert, tokenizer, sentences, dev_sets,
+                                                                            tmp_path, monkeypatch, caplog):
+    """A machine without DVC (the GPU image) cannot import DVCLive: the run trains, the
+    live folder holds the same curves (every row at its step), and one warning says why."""
     import sys
 
     monkeypatch.setitem(sys.modules, "dvclive", None)  # `import dvclive` raises ImportError
     live = tmp_path / "live" / "simcse"
-    config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", max_steps=2, log_every=1,
+    config = TrainingConfig(batch_size=16, learning_rate=1e-4, device="cpu", max_steps=4, log_every=2, eval_every=2,
                             live_log_dir=str(live))
     with caplog.at_level("WARNING"):
-        result = train(model_of(tiny_bert), tokenizer, tokenize_sentences(tokenizer, sentences, 32), config)
-    assert result.curve.dropna(subset=["loss"])["step"].tolist() == [1, 2]
-    assert not live.exists()
-    warnings = [r.getMessage() for r in caplog.records if "live log off" in r.getMessage()]
-    assert len(warnings) == 1 and str(live) in warnings[0], warnings
+        result = train(model_of(tiny_bert), tokenizer, tokenize_sentences(tokenizer, sentences, 32), config,
+                       DevScorer(dev_sets))
+    header, rows = read_tsv(live / "plots" / "metrics" / "train" / "loss.tsv")
+    logged = result.curve.dropna(subset=["loss"])
+    assert header == ["step", "loss"] and [row[0] for row in rows] == logged["step"].tolist() == [2, 4]
+    np.testing.assert_allclose([row[1] for row in rows], logged["loss"], rtol=1e-12)
+    _, dev_rows = read_tsv(live / "plots" / "metrics" / "dev" / "dev_avg.tsv")
+    assert [row[0] for row in dev_rows] == [0, 2, 4]
+    warnings = [r.getMessage() for r in caplog.records if "DVCLive could not start" in r.getMessage()]
+    assert len(warnings) == 1 and "import of dvclive" in warnings[0], warnings
+
+
+def test_the_direct_writer_writes_dvclives_bytes(tmp_path, monkeypatch):
+    """The files written without DVCLive are DVCLive's own, byte for byte (names, headers,
+    number format), and a new run clears the metric files an earlier run left."""
+    import sys
+
+    rows = [{"step": 0, "dev/stsb_dev": 71.25, "dev/dev_avg": 70.0},
+            {"step": 2, "loss": 3.141592653589793, "lr": 1e-05, "examples_per_second": 512.0, "flag": True},
+            {"step": 4, "loss": float("nan"), "lr": 2.5e-06, "dev/stsb_dev": 72.125}]
+
+    def write(folder):
+        log = open_live_log(folder, main_process=True)
+        for row in rows:
+            log.log(row)
+        log.close()
+        metrics = folder / "plots" / "metrics"
+        return {str(p.relative_to(metrics)): p.read_bytes() for p in sorted(metrics.rglob("*.tsv"))}
+
+    monkeypatch.chdir(tmp_path)  # DVCLive looks for a DVC repository from here: none
+    with_dvclive = write(tmp_path / "dvclive")
+    monkeypatch.setitem(sys.modules, "dvclive", None)
+    stale = tmp_path / "direct" / "plots" / "metrics" / "train" / "old_term.tsv"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("step\told_term\n9\t1.0\n")
+    direct = write(tmp_path / "direct")
+    assert direct == with_dvclive
+    assert sorted(direct) == ["dev/dev_avg.tsv", "dev/stsb_dev.tsv", "train/examples_per_second.tsv",
+                              "train/loss.tsv", "train/lr.tsv"]
 
 
 def test_a_resumed_run_drops_the_rows_logged_after_its_checkpoint(tmp_path):

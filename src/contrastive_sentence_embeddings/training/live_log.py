@@ -22,6 +22,12 @@ already DVC metrics (``metrics/<run>.json``, the leaderboard's ``summary.json``)
 Only the main process logs. A resumed run continues the files it finds (DVCLive's
 ``resume``): rows logged after the checkpoint it resumes from, by the interrupted
 run, are dropped first, so every step appears once.
+
+Where DVCLive cannot start (it is not installed, or DVC, which it imports, is absent,
+as on a GPU image; or its setup fails, as in a git repository without a commit, where
+DVCLive 3.49 asks git for a revision that does not exist), the same files are written
+by ``TsvMetrics`` in DVCLive's layout and format, and one warning says why: the curve a
+``dvc.yaml`` plot declares is there either way, only DVC Studio's live updates are not.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -51,20 +58,19 @@ class LiveLog:
     """A DVCLive ``Live`` logging the trainer's rows into ``folder``."""
 
     def __init__(self, folder: str | Path, resume_after: int | None = None):
-        from dvclive import Live  # imported here: only a run that logs live needs it
-
         self.folder = Path(folder)
         if resume_after is not None:
             drop_rows_after(self.folder, resume_after)
-        # report=None: no HTML/Markdown report rewritten at every step; dvcyaml=False:
-        # dvc.yaml is the project's, never rewritten by a logger; save_dvc_exp=False:
-        # `dvc exp run` saves the experiment, a Kedro run is not one.
-        # DVCLive names a random experiment it will not save ("Logging to experiment
-        # 'ruled-lads'"): a name nothing else shows, held back from the run's log.
-        with held_messages("dvclive", r"^Logging to experiment"):
-            self.live = Live(str(self.folder), resume=resume_after is not None, report=None, save_dvc_exp=False,
-                             dvcyaml=False)
-        logger.info("live log (DVCLive): %s", self.folder / "plots" / "metrics")
+        try:
+            self.live = _start_dvclive(self.folder, resume=resume_after is not None)
+            writer = "DVCLive"
+        except Exception as error:  # noqa: BLE001 - any failure of DVCLive's setup: the same files, written directly
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
+            logger.warning("live log: DVCLive could not start here (%s); its TSV files are written directly "
+                           "(the same curves, no DVC Studio updates)", reason)
+            self.live = TsvMetrics(self.folder, resume=resume_after is not None)
+            writer = "TSV files in DVCLive's layout"
+        logger.info("live log (%s): %s", writer, self.folder / "plots" / "metrics")
 
     def log(self, row: Mapping) -> None:
         """Log every finite number of ``row`` at ``row["step"]`` (each is appended to its
@@ -85,6 +91,41 @@ class LiveLog:
         if repo is not None:
             repo.close()
             self.live._dvc_repo = None
+
+
+def _start_dvclive(folder: Path, resume: bool):
+    """DVCLive's ``Live`` on ``folder``: report=None, no HTML/Markdown report rewritten at
+    every step; dvcyaml=False, dvc.yaml is the project's, never rewritten by a logger;
+    save_dvc_exp=False, `dvc exp run` saves the experiment, a Kedro run is not one."""
+    from dvclive import Live  # imported here: only a run that logs live needs it
+
+    # DVCLive names a random experiment it will not save ("Logging to experiment
+    # 'ruled-lads'"): a name nothing else shows, held back from the run's log.
+    with held_messages("dvclive", r"^Logging to experiment"):
+        return Live(str(folder), resume=resume, report=None, save_dvc_exp=False, dvcyaml=False)
+
+
+class TsvMetrics:
+    """What ``Live.log_metric`` writes, without DVCLive: ``<folder>/plots/metrics/<name>.tsv``,
+    a header ``step<TAB><last part of the name>`` and one row a call, appended at once.
+    A new run starts from no metric files (as DVCLive's does); a resumed one appends."""
+
+    def __init__(self, folder: Path, resume: bool):
+        self.metrics = Path(folder) / "plots" / "metrics"
+        if not resume:
+            for path in self.metrics.rglob("*.tsv"):  # only the files a live log writes
+                path.unlink()
+        self.step = 0
+
+    def log_metric(self, name: str, value: float) -> None:
+        path = self.metrics / f"{name}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        with path.open("a", encoding="utf-8", newline="") as stream:
+            writer = csv.writer(stream, delimiter="\t", lineterminator=os.linesep)
+            if new:
+                writer.writerow(["step", name.rsplit("/", 1)[-1]])
+            writer.writerow([self.step, value])
 
 
 def drop_rows_after(folder: Path, step: int) -> None:
@@ -108,16 +149,7 @@ def drop_rows_after(folder: Path, step: int) -> None:
 
 
 def open_live_log(folder: str | Path | None, main_process: bool, resume_after: int | None = None) -> LiveLog | None:
-    """A live log into ``folder`` on the main process; None without a folder or elsewhere,
-    and None, said in one warning, where DVCLive cannot be imported (it needs DVC, which a
-    GPU image without the project's tools lacks): the run's curves CSV holds the same rows,
-    so a training run is never stopped for its live view."""
+    """A live log into ``folder`` on the main process; None without a folder or elsewhere."""
     if folder is None or not main_process:
-        return None
-    try:
-        import dvclive  # noqa: F401 - only tried here
-    except ImportError as error:
-        logger.warning("live log off: DVCLive cannot be imported here (%s); the curves CSV still records "
-                       "every row (%s stays empty)", error, folder)
         return None
     return LiveLog(folder, resume_after)

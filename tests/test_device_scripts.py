@@ -91,11 +91,16 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
     files = sorted(out.iterdir())
     assert 0 < len(files) <= 8 and all(f.is_file() and RETURNABLE_NAME.match(f.name) for f in files)
     assert {f.name for f in files} == {"device_check.log", "device_check.json", "cuda_numerics.txt",
-                                       "sdpa_shapes.json", "training_throughput.json"}
+                                       "sdpa_shapes.json", "training_throughput.json", "gradient_cache_scaling.json"}
     summary = json.loads((out / "device_check.json").read_text(encoding="utf-8"))
     assert summary["part"] == 1 and summary["budget_s"] == 300
     assert [(s["stage"], s["status"]) for s in summary["stages"]] == [
-        ("cuda_numerics", "ok"), ("sdpa_shapes", "ok"), ("training_throughput", "ok")]
+        ("cuda_numerics", "ok"), ("sdpa_shapes", "ok"), ("training_throughput", "ok"), ("gradient_cache_scaling", "ok")]
+    # gradient caching's cost: the same batch uncached and in mini-batches of 64 (4 encoder passes a step)
+    scaling = json.loads((out / "gradient_cache_scaling.json").read_text(encoding="utf-8"))["scaling"]
+    assert [(row["variant"], row["encoder_passes_per_step"]) for row in scaling] == [
+        ("batch 128", 1.0), ("batch 128, mini-batches of 64", 4.0)]
+    assert all("error" not in row and row["examples_per_second"] > 0 for row in scaling)
     sdpa = json.loads((out / "sdpa_shapes.json").read_text(encoding="utf-8"))
     assert [(row["setting"], len(row["shapes"])) for row in sdpa["rows"]] == [
         ("default", 2), ("no-cudnn", 2), ("cudnn-avoid-recompile", 2)]

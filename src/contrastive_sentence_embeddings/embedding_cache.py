@@ -9,7 +9,7 @@ import hashlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,17 @@ import numpy as np
 from contrastive_sentence_embeddings.model_fingerprint import model_fingerprint  # noqa: F401
 
 logger = logging.getLogger(__name__)
+
+
+def hash_texts(digest, texts: Iterable[str]) -> None:
+    """Feed ``texts`` to ``digest`` (a hashlib object), each as its UTF-8 bytes after their
+    length (8 bytes, little-endian), so that no two different lists of texts (["a b"] and
+    ["a", "b"]) feed the same bytes. The embedding cache's keys and the dev scorer's
+    fingerprint (evaluation/sts.py) are taken this way."""
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
 
 
 class EmbeddingCache:
@@ -39,10 +50,7 @@ class EmbeddingCache:
         """sha256 over the model key and the sentences, each length-prefixed so that no
         two different lists (e.g. ["a b"] and ["a", "b"]) share a key."""
         digest = hashlib.sha256()
-        for text in (self.model_key, *sentences):
-            data = text.encode("utf-8", "surrogatepass")
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
+        hash_texts(digest, (self.model_key, *sentences))
         return digest.hexdigest()
 
     def path(self, sentences: Sequence[str]) -> Path:

@@ -37,6 +37,7 @@ from contrastive_sentence_embeddings.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport, handle_bad_input
 from contrastive_sentence_embeddings.data.sts_hub import POOLED_SUBSET, PROVENANCE_FILE
+from contrastive_sentence_embeddings.embedding_cache import hash_texts
 
 logger = logging.getLogger(__name__)
 
@@ -478,9 +479,7 @@ class DevScorer:
             for subset in subsets:
                 head = json.dumps([task, subset.subset, subset.pooled, len(subset.sentence1)])
                 digest.update(head.encode())
-                for text in (*subset.sentence1, *subset.sentence2):
-                    data = text.encode("utf-8", "surrogatepass")
-                    digest.update(len(data).to_bytes(8, "little") + data)
+                hash_texts(digest, (*subset.sentence1, *subset.sentence2))
                 digest.update(np.ascontiguousarray(subset.scores, dtype=np.float64).tobytes())
         return digest.hexdigest()
 

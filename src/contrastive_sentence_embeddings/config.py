@@ -152,6 +152,32 @@ class Allowed:
         return " or ".join([text, *alternatives]) if alternatives else text
 
 
+@dataclass(frozen=True)
+class PerName:
+    """A mapping from some of ``names`` to values ``allowed`` takes (``transfer_train_rows:
+    {SST2: 10000}``); an empty mapping is one."""
+
+    names: tuple[str, ...]
+    allowed: Allowed
+
+    def located_problem(self, value) -> tuple[str, object, str] | None:
+        """The first thing wrong with ``value`` as (the key below the setting, the value
+        there, what is wrong), or None."""
+        if not isinstance(value, Mapping):
+            return "", value, f"must be a mapping of {' / '.join(self.names)} to {self.allowed.describe()}"
+        for name, item in value.items():
+            if name not in self.names:
+                return "", value, f"names {name!r}, which is not one of {', '.join(self.names)}"
+            problem = self.allowed.problem(item)
+            if problem:
+                return f".{name}", item, problem
+        return None
+
+    def problem(self, value) -> str | None:
+        found = self.located_problem(value)
+        return None if found is None else f"{found[0].lstrip('.')} {found[2]}, not {found[1]!r}".lstrip()
+
+
 def _number_text(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else str(bound)
 
@@ -205,6 +231,11 @@ def check_values(cls, params: Mapping, where: str) -> None:
         return
     for name, allowed in ranges_of(cls).items():
         if name in params:
+            if isinstance(allowed, PerName):  # the key below the setting named: evaluation.transfer_train_rows.SST2
+                found = allowed.located_problem(params[name])
+                if found:
+                    raise ParameterValueError(f"{where}.{name}{found[0]}", found[1], found[2])
+                continue
             problem = allowed.problem(params[name])
             if problem:
                 raise ParameterValueError(f"{where}.{name}", params[name], problem)

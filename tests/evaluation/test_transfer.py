@@ -102,6 +102,50 @@ def test_real_sst2_splits(read_real, transfer_dir):
     assert all("\t" not in s and s == s.strip() for s in sst.train.sentences[:1000])
 
 
+def test_sst2_training_rows_are_a_seeded_sample_and_the_test_set_is_whole(read_real):
+    sst = read_real("SST2")[0]["SST2"]
+    cut = transfer.subsample_train(sst, 10000, seed=1111)
+    assert len(cut.train) == 10000 and cut.test is sst.test and cut.dev is sst.dev
+    # The kept rows, each with its own label, are a subsequence of the file's rows (in file
+    # order, none twice; SST-2 repeats some sentences, so rows are matched in order).
+    rows = iter(zip(sst.train.sentences, sst.train.labels.tolist()))
+    assert all(row in rows for row in zip(cut.train.sentences, cut.train.labels.tolist()))
+    # The same seed draws the same rows; another seed others; both classes near the file's share.
+    assert transfer.subsample_train(sst, 10000, seed=1111).train.sentences == cut.train.sentences
+    assert transfer.subsample_train(sst, 10000, seed=7).train.sentences != cut.train.sentences
+    assert abs(cut.train.labels.mean() - sst.train.labels.mean()) < 0.02
+    assert transfer.subsample_train(sst, len(sst.train), seed=1111) is sst  # nothing to cut
+    with pytest.raises(ValueError, match="MR: only a task with a training split"):
+        transfer.subsample_train(read_real("MR")[0]["MR"], 100, seed=0)
+
+
+def test_a_cut_training_split_is_said_in_the_evaluation_report(real_partitions, partitions):
+    from contrastive_sentence_embeddings.evaluation.evaluator import EvaluationData, evaluation_settings
+
+    settings = evaluation_settings({"sts": False, "alignment": False, "transfer": True,
+                                    "transfer_tasks": ["SST2", "TREC"], "transfer_train_rows": {"SST2": 500, "TREC": None}})
+    data = EvaluationData.read(partitions({}), real_partitions, settings)
+    assert len(data.transfer["SST2"].train) == 500 and len(data.transfer["TREC"].train) == README_COUNTS["TREC"]["train"]
+    report = data.evaluation_report()
+    assert report["data"]["transfer training rows used"] == {"SST2": {"used": 500, "read": 67349, "seed": 1111}}
+    assert report["warnings"] == ["SST2: the classifier trained on 500 of 67,349 training rows "
+                                  "(evaluation.transfer_train_rows, seed 1111); tested on the whole test set"]
+
+
+@pytest.mark.parametrize("rows, problem", [
+    ({"MR": 100}, "evaluation.transfer_train_rows = {'MR': 100}: names 'MR', which is not one of SST2, TREC, MRPC"),
+    ({"SST2": 1}, "evaluation.transfer_train_rows.SST2 = 1: must be an integer >= 2 or null"),
+    ({"SST2": True}, "evaluation.transfer_train_rows.SST2 = true: must be an integer >= 2 or null"),
+    ({"SST2": "10k"}, "evaluation.transfer_train_rows.SST2 = '10k': must be an integer >= 2 or null"),
+    ([10000], "evaluation.transfer_train_rows = \\[10000\\]: must be a mapping of SST2 / TREC / MRPC")])
+def test_a_bad_training_row_limit_is_a_parameter_error(rows, problem):
+    from contrastive_sentence_embeddings.config import ParameterError
+    from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings
+
+    with pytest.raises(ParameterError, match=problem):
+        evaluation_settings({"transfer_train_rows": rows})
+
+
 def test_real_trec_has_six_coarse_classes_and_reads_latin1(read_real, transfer_dir):
     trec = read_real("TREC")[0]["TREC"]
     for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):

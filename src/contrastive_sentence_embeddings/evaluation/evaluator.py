@@ -44,7 +44,10 @@ import numpy as np
 from contrastive_sentence_embeddings import provenance
 from contrastive_sentence_embeddings.attention_kernels import check_attention_backends
 from contrastive_sentence_embeddings.config import (
+    RANGE,
+    Allowed,
     ParameterError,
+    PerName,
     accepted_if_unknown,
     check_values,
     flag,
@@ -77,10 +80,12 @@ from contrastive_sentence_embeddings.evaluation.sts import (
 from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.evaluation.records import EXTERNAL, UNTRAINED_ROWS  # noqa: F401
 from contrastive_sentence_embeddings.evaluation.transfer import (
+    SPLIT_TASKS,
     TRANSFER_TASKS,
     TransferTask,
     evaluate_transfer,
     read_transfer_tasks,
+    subsample_train,
 )
 
 logger = logging.getLogger(__name__)
@@ -105,6 +110,10 @@ class ModelSpec:
         return asdict(self)
 
 
+# transfer_train_rows: a task with a training split, to a number of rows (null: all).
+TRAIN_ROWS = PerName(SPLIT_TASKS, Allowed(int, 2, nullable=True))
+
+
 @dataclass
 class EvaluationSettings:
     """What to score and how. ``sts``, ``transfer`` and ``alignment`` switch the three
@@ -117,6 +126,10 @@ class EvaluationSettings:
     transfer_tasks: Sequence[str] = TRANSFER_TASKS
     transfer_seed: int = field(default=1111, metadata=random_seed())
     k_folds: int = field(default=10, metadata=integer(2))
+    # The most training rows a split task's classifier sees ({SST2: 10000}: a seeded
+    # sample, transfer_seed), said in every metrics file's evaluation_report; {} or a
+    # task's null: all.
+    transfer_train_rows: Mapping[str, int | None] = field(default_factory=dict, metadata={RANGE: TRAIN_ROWS})
     alignment_split: str = "test"
     alignment_min_score: float = field(default=4.0, metadata=number(0, 5))  # STS scores run from 0 to 5
     batch_size: int = field(default=128, metadata=integer(1))
@@ -141,6 +154,11 @@ class EvaluationSettings:
 
     def __post_init__(self) -> None:
         self.attention_backends = check_attention_backends(self.attention_backends)
+        problem = TRAIN_ROWS.problem(self.transfer_train_rows)
+        if problem:
+            raise ValueError(f"transfer_train_rows {problem}")
+        # null: every row (how conf/paper undoes a CPU default under Kedro's soft merge)
+        self.transfer_train_rows = {task: rows for task, rows in self.transfer_train_rows.items() if rows is not None}
 
 
 def evaluation_settings(evaluation: Mapping, overrides: Mapping | None = None,
@@ -189,13 +207,25 @@ class EvaluationData:
             else:
                 data.geometry = read_stsb_split(raw_sts[pid](), settings.alignment_split, data.report,
                                                 settings.on_bad_input)
+        cut = []
         if settings.transfer:
             data.transfer = read_transfer_tasks(raw_transfer, data.report, tuple(settings.transfer_tasks),
                                                 on_bad_input=settings.on_bad_input)
+            for task, rows in settings.transfer_train_rows.items():
+                if task in data.transfer and len(data.transfer[task].train) > rows:
+                    available = len(data.transfer[task].train)
+                    data.transfer[task] = subsample_train(data.transfer[task], rows, settings.transfer_seed)
+                    data.report.extra.setdefault("transfer training rows used", {})[task] = {
+                        "used": rows, "read": available, "seed": settings.transfer_seed}
+                    cut.append(f"{task}: the classifier trained on {rows:,} of {available:,} training rows "
+                               f"(evaluation.transfer_train_rows, seed {settings.transfer_seed}); "
+                               "tested on the whole test set")
+                    logger.info("transfer %s", cut[-1])
         data.report.log(logger)
         if data.sts:
             data.warnings = [*(f"{task}: not scored, {why}" for task, why in data.missing_tasks.items()),
                              *check_pair_counts(pair_counts(data.sts))]
+        data.warnings += cut
         return data
 
     @property
@@ -318,12 +348,20 @@ def flatten_transfer(results: Mapping[str, Mapping[str, float]]) -> dict[str, fl
     return flat
 
 
-def transfer_cache_key(fingerprint: str, pooling: str, device) -> str:
-    """What produced a set of cached transfer embeddings (``EmbeddingCache`` adds the
-    sentences): the weights' fingerprint, the pooling and the precision
-    (``encoding.precision_tag``), so that embeddings computed in bf16 on a GPU are never
-    read back by an fp32 evaluation on a CPU, whose metrics would say CPU."""
+def embedding_cache_key(fingerprint: str, pooling: str, device) -> str:
+    """What produced a set of cached embeddings (``EmbeddingCache`` adds the sentences):
+    the weights' fingerprint, the pooling and the precision (``encoding.precision_tag``),
+    so that embeddings computed in bf16 on a GPU are never read back by an fp32
+    evaluation on a CPU, whose metrics would say CPU."""
     return f"{fingerprint}:{pooling}:{precision_tag(device)}"
+
+
+def pooling_caches(encoder: SentenceEncoder, poolings: Sequence[str], cache_dir: str,
+                   fingerprint: str) -> dict[str, EmbeddingCache]:
+    """One disk cache per pooling of ``encoder`` in ``cache_dir`` (the transfer tasks'
+    embeddings, and an untrained encoder's STS ones)."""
+    return {p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], cache_dir,
+                              embedding_cache_key(fingerprint, p, encoder.device)) for p in poolings}
 
 
 def _sentence_level_embeddings(
@@ -339,8 +377,7 @@ def _sentence_level_embeddings(
     A trained model is scored once; its embeddings are not kept."""
     if not (cached and settings.cache_dir):
         return encoder.encode_poolings(sentences, poolings)
-    caches = {p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir,
-                                transfer_cache_key(fingerprint, p, encoder.device)) for p in poolings}
+    caches = pooling_caches(encoder, poolings, settings.cache_dir, fingerprint)
     if all(cache.path(sentences).is_file() for cache in caches.values()):
         return {p: cache(sentences) for p, cache in caches.items()}
     embedded = encoder.encode_poolings(sentences, poolings)
@@ -356,13 +393,7 @@ def _transfer_scores(
     """Transfer scores per pooling. Each task's sentences are encoded once for all
     poolings; the cache (when on) stores one file per pooling."""
     scores = {}
-    caches = {}
-    if settings.cache_dir:
-        caches = {
-            p: EmbeddingCache(lambda s, p=p: encoder.encode_poolings(s, [p])[p], settings.cache_dir,
-                              transfer_cache_key(fingerprint, p, encoder.device))
-            for p in poolings
-        }
+    caches = pooling_caches(encoder, poolings, settings.cache_dir, fingerprint) if settings.cache_dir else {}
     # Without a disk cache, the other poolings of a batch of sentences wait in memory
     # until their own pass over the tasks asks for them.
     memo: dict[tuple[str, int], np.ndarray] = {}

@@ -75,7 +75,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -119,6 +119,8 @@ _SPLIT_FILES: dict[str, dict[str, str]] = {
     "TREC": {"train": "TREC/train_5500.label", "test": "TREC/TREC_10.label"},
     "MRPC": {"train": "MRPC/msr_paraphrase_train.txt", "test": "MRPC/msr_paraphrase_test.txt"},
 }
+# The tasks scored on a training split (a classifier fitted on train, tested on test).
+SPLIT_TASKS = tuple(_SPLIT_FILES)
 # Files that are not UTF-8 (the catalog hands every raw file out as UTF-8).
 FILE_ENCODINGS = {"TREC/train_5500.label": "iso-8859-1"}
 
@@ -382,6 +384,25 @@ def read_transfer_tasks(
             rows_per_task[task] = {split: len(part) for split, part in parts.items()}
         logger.info("transfer task %s: %s rows", task, rows_per_task[task])
     return loaded
+
+
+def subsample_train(task: TransferTask, max_rows: int, seed: int) -> TransferTask:
+    """``task`` with its training split cut to ``max_rows`` rows drawn at random without
+    replacement (``numpy.random.default_rng(seed)``), kept in file order; dev and test
+    untouched, so the score is on the benchmark's whole test set. A task with no more
+    rows than that comes back as it is. What a CPU default pays for it is measured in
+    docs/results.md ("What the CPU defaults cost")."""
+    if task.protocol != "split":
+        raise ValueError(f"{task.name}: only a task with a training split can be subsampled")
+    if max_rows < 2:
+        raise ValueError(f"{task.name}: at least 2 training rows, not {max_rows}")
+    train = task.train
+    if len(train) <= max_rows:
+        return task
+    kept = np.sort(np.random.default_rng(seed).choice(len(train), size=max_rows, replace=False))
+    cut = TransferSplit([train.sentences[i] for i in kept], train.labels[kept],
+                        None if train.second is None else [train.second[i] for i in kept])
+    return replace(task, train=cut)
 
 
 # -------------------------------------------------------------------- classifier
@@ -652,7 +673,8 @@ def evaluate_transfer(
     ``dev_acc`` (percent: dev accuracy, or mean validation accuracy of the CV that
     chose C), ``C`` (the chosen inverse L2 strength; for "cv" tasks the most frequent
     choice over folds), ``n`` (rows scored: all rows for "cv", test rows for "split"),
-    ``unconverged`` (fits that hit ``max_iter``) and, for binary pair tasks (MRPC),
+    ``train_n`` (the classifier's training rows, "split" tasks), ``unconverged`` (fits
+    that hit ``max_iter``) and, for binary pair tasks (MRPC),
     ``f1`` (percent, of label 1: "paraphrase"). ``n_jobs`` processes (joblib's
     convention; default all cores) run the CV folds in parallel; the results do not
     depend on it.
@@ -694,6 +716,7 @@ def evaluate_transfer(
                 "dev_acc": 100.0 * dev_acc,
                 "C": c,
                 "n": len(task.test),
+                "train_n": len(task.train),  # the classifier's training rows (subsample_train may cut them)
                 "unconverged": tested["unconverged"] + unconverged,
             }
         results[name] = scores

@@ -110,6 +110,15 @@ def transfer_table(root: Path = ROOT) -> str:
         label, row = found
         lines.append("| " + " | ".join([label, *(f"{float(row[key]):.2f}" for key in [*TRANSFER, "MRPC_f1",
                                                                                        "transfer_avg"])]) + " |")
+    # What the scores are not the benchmark's in (a training split cut on the CPU default):
+    # each transfer record's warnings, once for the rows that share them.
+    said: dict[str, list[str]] = {}
+    for path in sorted((root / "data" / "08_reporting" / "metrics_full").glob("*.json")):
+        for warning in (json.loads(path.read_text(encoding="utf-8")).get("evaluation_report") or {}).get("warnings", []):
+            said.setdefault(warning, []).append(path.stem)
+    total = len(list((root / "data" / "08_reporting" / "metrics_full").glob("*.json")))
+    for warning, models in said.items():
+        lines += ["", f"{'Every row' if len(models) == total else ', '.join(models)}: {warning}."]
     return "\n".join(lines)
 
 

@@ -388,6 +388,30 @@ def test_a_row_joining_sts_and_transfer_records_is_as_current_as_the_worse(check
     assert leaderboard.record_status(transfer, today(), "sts")[1][-1].startswith("evaluation parameters changed")
 
 
+def test_a_transfer_classifier_on_part_of_a_training_split_is_said_under_the_table(checkout):
+    """SST-2's classifier on 10,000 of its 67,349 training rows (the CPU default): the
+    transfer table says so under it, whichever of the row's two records is newer."""
+    _, runs = checkout
+    sts = runs["simcse.seed42"]
+    transfer = record("simcse.seed42", None, sts["model"]["path"], sts["model_fingerprint"], scope="transfer",
+                      evaluated_at="2026-12-01T00:00:00+00:00", MR=80.0, SST2=81.0)
+    transfer["evaluation_report"] = {"data": {"transfer training rows used": {
+        "SST2": {"used": 10000, "read": 67349, "seed": 1111}}}}
+    for when in ("2026-12-01T00:00:00+00:00", "2027-02-01T00:00:00+00:00"):  # older, then newer than the STS record
+        transfer["evaluated_at"] = when
+        table, metrics = board({"simcse.seed42": sts}, full={"simcse.seed42": transfer})
+        assert leaderboard.cut_training_splits(metrics) == {
+            "SST2's classifier trained on 10,000 of 67,349 training rows": ["simcse.seed42"]}
+        page = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+        transfer_section = page.split("## Transfer tasks", 1)[1]
+        assert ("**SST2's classifier trained on 10,000 of 67,349 training rows** (every row): not SentEval's "
+                "setting, whose classifier sees every training row.") in transfer_section
+    whole = dict(transfer, evaluation_report={})
+    table, metrics = board({"simcse.seed42": sts}, full={"simcse.seed42": whole})
+    page = leaderboard.leaderboard_markdown(table, pd.DataFrame(columns=["method"]), metrics_by_model=metrics)
+    assert "Transfer tasks" in page and "training rows" not in page
+
+
 def board(records, parameters=TODAY, pairs=None, full=None):
     """The leaderboard node's steps on hand-made records."""
     metrics = leaderboard.newest_metrics(leaderboard.with_status(records, today(parameters)),

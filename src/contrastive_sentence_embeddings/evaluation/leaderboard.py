@@ -103,9 +103,11 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
         newest = candidates[-1][2]
         earlier: dict[str, list[Mapping]] = {}  # carried entries of other weights, by fingerprint
         row = dict(newest)
+        _keep_cut_splits(row, newest)
         for _, _, older in reversed(candidates[:-1]):
             fingerprint = older.get("model_fingerprint")
             if fingerprint is not None and fingerprint == newest.get("model_fingerprint"):
+                _keep_cut_splits(row, older)
                 _join(row, older)
             elif older.get("status") == CARRIED and fingerprint is not None:
                 earlier.setdefault(str(fingerprint), []).append(older)
@@ -118,6 +120,18 @@ def newest_metrics(*sources: Mapping[str, Mapping]) -> dict[str, dict]:
             carried["model"] = {**(carried.get("model") or {}), "name": label}
             merged[label] = carried
     return merged
+
+
+# A transfer record's cut training splits (evaluation.transfer_train_rows), kept on the
+# row whichever of its joined records is newest (the STS record has its own
+# evaluation_report, which would otherwise hide the transfer record's).
+CUT_SPLITS = "transfer_training_rows_used"
+
+
+def _keep_cut_splits(row: dict, entry: Mapping) -> None:
+    used = (((entry.get("evaluation_report") or {}).get("data") or {}).get("transfer training rows used") or {})
+    if used:
+        row[CUT_SPLITS] = {**used, **(row.get(CUT_SPLITS) or {})}
 
 
 def _join(row: dict, older: Mapping) -> None:
@@ -726,6 +740,12 @@ def leaderboard_markdown(table: pd.DataFrame, reported: pd.DataFrame, alpha: flo
         parts += ["## Transfer tasks (accuracy; MRPC also F1)", ""]
         if not transfer[~unscored].empty:
             parts += [markdown_table(transfer[~unscored], [*identity, *TRANSFER_COLUMNS, "transfer_note"]), ""]
+            shown_here = set(transfer[~unscored]["model"])
+            for cut, models in cut_training_splits(metrics_by_model or {}).items():
+                models = [model for model in models if model in shown_here]
+                if models:
+                    parts += [f"**{cut}** ({'every row' if set(models) == shown_here else ', '.join(models)}): "
+                              "not SentEval's setting, whose classifier sees every training row.", ""]
         if unscored.any():
             parts += [baseline_transfer_line(baseline_poolings), ""]
     if table[GEOMETRY_COLUMNS].notna().any().any():
@@ -769,6 +789,19 @@ def short_scores(metrics_by_model: Mapping[str, Mapping]) -> dict[str, list[str]
         if tasks:
             short[(metrics.get("model") or {}).get("name", key)] = tasks
     return short
+
+
+def cut_training_splits(metrics_by_model: Mapping[str, Mapping]) -> dict[str, list[str]]:
+    """``{"SST2's classifier trained on 10,000 of 67,349 training rows": [model, ...]}``
+    for every row (of :func:`newest_metrics`) whose transfer classifier saw only part of
+    a task's training split (``evaluation.transfer_train_rows``, the CPU default): said
+    under the transfer table, since the score is not SentEval's setting."""
+    cut: dict[str, list[str]] = {}
+    for key, metrics in sorted(metrics_by_model.items()):
+        for task, rows in sorted((metrics.get(CUT_SPLITS) or {}).items()):
+            text = f"{task}'s classifier trained on {rows['used']:,} of {rows['read']:,} training rows"
+            cut.setdefault(text, []).append((metrics.get("model") or {}).get("name", key))
+    return cut
 
 
 def _transfer_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -112,13 +112,13 @@ def transfer_table(root: Path = ROOT) -> str:
                                                                                        "transfer_avg"])]) + " |")
     # What the scores are not the benchmark's in (a training split cut on the CPU default):
     # each transfer record's warnings, once for the rows that share them.
+    records = sorted((root / "data" / "08_reporting" / "metrics_full").glob("*.json"))
     said: dict[str, list[str]] = {}
-    for path in sorted((root / "data" / "08_reporting" / "metrics_full").glob("*.json")):
+    for path in records:
         for warning in (json.loads(path.read_text(encoding="utf-8")).get("evaluation_report") or {}).get("warnings", []):
             said.setdefault(warning, []).append(path.stem)
-    total = len(list((root / "data" / "08_reporting" / "metrics_full").glob("*.json")))
     for warning, models in said.items():
-        lines += ["", f"{'Every row' if len(models) == total else ', '.join(models)}: {warning}."]
+        lines += ["", f"{'Every row' if len(models) == len(records) else ', '.join(models)}: {warning}."]
     return "\n".join(lines)
 
 

@@ -198,20 +198,46 @@ def test_seeds_scored_with_other_settings_are_not_averaged_but_a_batch_size_over
     assert left_out == {"simcse.seed44": "scored with other evaluation settings: k_folds 10 (kept runs: 5)"}
 
 
-def test_the_cpu_is_named_with_its_wide_units():
-    from contrastive_sentence_embeddings.provenance import cpu_description, cpu_flags
+CPUINFO_TWO_PROCESSORS = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8488C
+flags\t\t: fpu sse2 avx2 avx512f amx_tile amx_bf16
+vmx flags\t: vnmi ept
+bugs\t\t: spectre_v1
 
-    described = cpu_description()
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8488C
+flags\t\t: fpu sse2 avx2
+"""
+
+
+def test_the_cpu_is_named_with_its_wide_units():
+    from contrastive_sentence_embeddings.provenance import cpu_description, cpu_fields, cpu_flags
+
+    # The first processor's fields decide; "vmx flags" is another field, not the flags.
+    xeon = cpu_fields(CPUINFO_TWO_PROCESSORS)
+    assert cpu_description(xeon) == "Intel(R) Xeon(R) Platinum 8488C (AVX-512, AMX)"
+    assert cpu_flags(xeon) == {"fpu", "sse2", "avx2", "avx512f", "amx_tile", "amx_bf16"}
+    epyc = cpu_fields("model name\t: AMD EPYC\nflags\t\t: fpu avx2 fma\n")
+    assert cpu_description(epyc) == "AMD EPYC (no AVX-512, no AMX)"
+    assert cpu_description(cpu_fields("model name\t: AMD EPYC 9R14\nflags\t: avx2 avx512f\n")) == "AMD EPYC 9R14 (AVX-512)"
+
+    # This machine, from one reading of /proc/cpuinfo. The units are read from the
+    # parentheses as a list: "no AVX-512, no AMX" contains both names as substrings.
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.is_file():
-        assert described
+        assert cpu_description()
         return
     text = cpuinfo.read_text(encoding="utf-8")
+    fields = cpu_fields(text)
     model = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name"))
     flags = next(line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags"))
+    described = cpu_description(fields)
     assert described.startswith(model)
-    assert ("AVX-512" in described) == ("avx512f" in flags) and ("AMX" in described) == ("amx_tile" in flags)
-    assert cpu_flags() == set(flags)
+    units = described[len(model):].strip().strip("()").split(", ")
+    assert ("AVX-512" in units) == ("avx512f" in flags) and ("AMX" in units) == ("amx_tile" in flags)
+    assert (units == ["no AVX-512", "no AMX"]) == ("avx512f" not in flags and "amx_tile" not in flags)
+    assert cpu_flags(fields) == set(flags)
 
 
 def test_the_environment_variables_that_tune_speed_or_memory_are_recorded():

@@ -95,8 +95,22 @@ RANGE = "range"
 SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit unsigned integers
 
 
+class ValueRange:
+    """What every declared range answers: :meth:`problem` (what is wrong with a value, or
+    None) and :meth:`located_problem` (the same with where below the setting it is:
+    ``.SST2`` for a mapping's key; "" for the value itself), which :func:`check_values`
+    reports."""
+
+    def problem(self, value) -> str | None:
+        raise NotImplementedError
+
+    def located_problem(self, value) -> tuple[str, object, str] | None:
+        problem = self.problem(value)
+        return None if problem is None else ("", value, problem)
+
+
 @dataclass(frozen=True)
-class Allowed:
+class Allowed(ValueRange):
     """The values a setting takes: ``kind`` int, float (an integer is a number too) or
     bool, between ``low`` and ``high`` (inclusive unless ``*_open``), null when
     ``nullable``, any of ``words`` besides (num_processes' ``auto``), and with
@@ -153,7 +167,7 @@ class Allowed:
 
 
 @dataclass(frozen=True)
-class PerName:
+class PerName(ValueRange):
     """A mapping from some of ``names`` to values ``allowed`` takes (``transfer_train_rows:
     {SST2: 10000}``); an empty mapping is one."""
 
@@ -205,7 +219,7 @@ def random_seed() -> dict:
 
 
 @dataclass(frozen=True)
-class Labels:
+class Labels(ValueRange):
     """``keep_label``'s values: a label (text or an integer, as the column holds it), a
     list of them (``PairSource`` refuses an empty one), or null."""
 
@@ -218,7 +232,7 @@ class Labels:
         return "must be a label (text or an integer), a list of labels or null"
 
 
-def ranges_of(cls) -> dict[str, Allowed]:
+def ranges_of(cls) -> dict[str, ValueRange]:
     """``cls``'s settings that declare their values (on the field), by field name."""
     return {f.name: f.metadata[RANGE] for f in dataclasses.fields(cls) if RANGE in f.metadata}
 
@@ -231,14 +245,10 @@ def check_values(cls, params: Mapping, where: str) -> None:
         return
     for name, allowed in ranges_of(cls).items():
         if name in params:
-            if isinstance(allowed, PerName):  # the key below the setting named: evaluation.transfer_train_rows.SST2
-                found = allowed.located_problem(params[name])
-                if found:
-                    raise ParameterValueError(f"{where}.{name}{found[0]}", found[1], found[2])
-                continue
-            problem = allowed.problem(params[name])
-            if problem:
-                raise ParameterValueError(f"{where}.{name}", params[name], problem)
+            found = allowed.located_problem(params[name])  # e.g. (".SST2", -5, "must be ...")
+            if found:
+                below, value, problem = found
+                raise ParameterValueError(f"{where}.{name}{below}", value, problem)
 
 
 def check_keys(cls, params: Mapping, where: str, required: Iterable[str] = ()) -> None:

@@ -211,33 +211,35 @@ def results_commit(root: Path | str) -> str:
     return commit.strip() + ("+dirty" if status and status.strip() else "")
 
 
-def cpu_fields() -> dict[str, str] | None:
-    """The first CPU's fields in Linux's /proc/cpuinfo (``model name``, ``flags``, ...);
-    None where that cannot be read."""
-    try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return None
+def cpu_fields(cpuinfo: str | None = None) -> dict[str, str] | None:
+    """The first CPU's fields in Linux's /proc/cpuinfo (``model name``, ``flags``, ...),
+    parsed from ``cpuinfo`` where given, else read now; None where that cannot be read.
+    Callers that need two facts of one CPU parse one reading, not two."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        except OSError:
+            return None
     fields: dict[str, str] = {}
-    for key, _, value in (line.partition(":") for line in info.splitlines() if ":" in line):
+    for key, _, value in (line.partition(":") for line in cpuinfo.splitlines() if ":" in line):
         fields.setdefault(key.strip(), value.strip())
     return fields
 
 
-def cpu_flags() -> set[str]:
-    """The instruction-set flags of this CPU (``avx2``, ``avx512f``, ``amx_tile``, ...);
-    empty where /proc/cpuinfo cannot be read."""
-    return set((cpu_fields() or {}).get("flags", "").split())
+def cpu_flags(fields: dict[str, str] | None = None) -> set[str]:
+    """The instruction-set flags of this CPU (``avx2``, ``avx512f``, ``amx_tile``, ...),
+    or of the :func:`cpu_fields` given; empty where /proc/cpuinfo cannot be read."""
+    return set((fields if fields is not None else cpu_fields() or {}).get("flags", "").split())
 
 
-def cpu_description() -> str:
+def cpu_description(fields: dict[str, str] | None = None) -> str:
     """The CPU a benchmark ran on: its model name and whether it has AVX-512 and AMX
-    (Linux's /proc/cpuinfo; elsewhere the platform's word for it). CPU timings differ
-    2x between such machines, so a results file names it."""
-    fields = cpu_fields()
+    (Linux's /proc/cpuinfo, or the :func:`cpu_fields` given; elsewhere the platform's
+    word for it). CPU timings differ 2x between such machines, so a results file names it."""
+    fields = fields if fields is not None else cpu_fields()
     if fields is None:
         return platform.processor() or platform.machine()
-    units = cpu_feature_labels(fields.get("flags", "").split(), ("avx512f", "amx_tile"))
+    units = cpu_feature_labels(cpu_flags(fields), ("avx512f", "amx_tile"))
     return f"{fields.get('model name', 'unknown')} ({', '.join(units) or 'no AVX-512, no AMX'})"
 
 

@@ -212,9 +212,11 @@ class EvaluationData:
             data.transfer = read_transfer_tasks(raw_transfer, data.report, tuple(settings.transfer_tasks),
                                                 on_bad_input=settings.on_bad_input)
             for task, rows in settings.transfer_train_rows.items():
-                if task in data.transfer and len(data.transfer[task].train) > rows:
-                    available = len(data.transfer[task].train)
-                    data.transfer[task] = subsample_train(data.transfer[task], rows, settings.transfer_seed)
+                if task not in data.transfer:  # (a null, the whole split, was dropped on parsing)
+                    continue
+                available = len(data.transfer[task].train)
+                data.transfer[task] = subsample_train(data.transfer[task], rows, settings.transfer_seed)
+                if len(data.transfer[task].train) < available:  # subsample_train keeps a smaller split whole
                     data.report.extra.setdefault("transfer training rows used", {})[task] = {
                         "used": rows, "read": available, "seed": settings.transfer_seed}
                     cut.append(f"{task}: the classifier trained on {rows:,} of {available:,} training rows "

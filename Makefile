@@ -34,13 +34,13 @@ $(BIN)/.installed: pyproject.toml
 
 # `dvc plots show` without a network: vega, vega-lite and vega-embed (the versions DVC's
 # own page loads from a CDN) from the npm registry, inlined into a page template that
-# .dvc/config.local names (offline_plots.py). Without npm, DVC's own page stays, and
+# .dvc/config.local names (records/offline_plots.py). Without npm, DVC's own page stays, and
 # renders only online; install goes on either way. It lives with the install (.venv),
 # so that build/ is kedro-viz's alone.
 PLOTS_PAGE := $(VENV)/share/dvc_plots_page.html
 
-$(PLOTS_PAGE): $(BIN)/.installed src/contrastive_sentence_embeddings/offline_plots.py
-	@if $(BIN)/python -m contrastive_sentence_embeddings.offline_plots $@; then \
+$(PLOTS_PAGE): $(BIN)/.installed src/contrastive_sentence_embeddings/records/offline_plots.py
+	@if $(BIN)/python -m contrastive_sentence_embeddings.records.offline_plots $@; then \
 	  $(BIN)/dvc config --local plots.html_template ../$@; \
 	else \
 	  $(BIN)/dvc config --local --unset plots.html_template 2>/dev/null || true; \
@@ -63,9 +63,9 @@ run: install
 # dvc.train, SimCSE's and DeCLUTR's 3 seeds, the transfer tasks of dvc.transfer, the
 # baselines, the leaderboard), so that dvc.lock records the code, parameters and results
 # of the one commit they came from; data/08_reporting/results_of_record.json gets the
-# wall time, each stage's time and the machine (docs/results.md).
+# wall time, each stage's time and the machine (docs/record/results.md).
 results: install
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m contrastive_sentence_embeddings.results_of_record dvc repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m contrastive_sentence_embeddings.records.results_of_record dvc repro
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
-from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import results_commit
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command
+from contrastive_sentence_embeddings.records.provenance import results_commit
 from contrastive_sentence_embeddings.training.cpu_dropout import UNIFORM_ATTENTION_MAX_KEYS, attention_with_dropout
 
 RESULTS = Path(__file__).parent / "results" / "cpu_attention_dropout.json"

@@ -27,7 +27,7 @@ settings on a synthetic corpus of several sizes, run as a user runs it (issue 14
 
 The paper's encoder (``bert-base-uncased``) is replaced by the offline default
 (all-MiniLM-L6-v2), whose tokenizer has the same uncased BERT WordPiece vocabulary, so
-token counts are the same. See docs/data_scale.md.
+token counts are the same. See docs/record/data_scale.md.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ def _start_tokenizer(encoder: str, threaded: bool) -> None:
     if not threaded:
         os.environ["RAYON_NUM_THREADS"] = "1"
     sys.path.insert(0, str(REPO / "src"))
-    from contrastive_sentence_embeddings.encoders import load_tokenizer
+    from contrastive_sentence_embeddings.encoders.loading import load_tokenizer
 
     _worker_tokenizer = load_tokenizer(encoder)
 
@@ -654,7 +654,7 @@ def check_targets(rows: list[Row], ceilings: list[dict], extrapolation: dict) ->
 def git_commit() -> str:
     if str(REPO / "src") not in sys.path:  # as the tokenizer workers do: the package may not be installed
         sys.path.insert(0, str(REPO / "src"))
-    from contrastive_sentence_embeddings.provenance import results_commit
+    from contrastive_sentence_embeddings.records.provenance import results_commit
 
     return results_commit(REPO)
 
@@ -709,7 +709,7 @@ def _n(value) -> str:
 
 
 def write_results(report: dict, rows: list[Row]) -> None:
-    from contrastive_sentence_embeddings.atomic_files import replaced_atomically, write_text_atomically
+    from contrastive_sentence_embeddings.runs.atomic_files import replaced_atomically, write_text_atomically
 
     write_text_atomically(RESULTS_JSON, json.dumps(report, indent=2) + "\n")
     columns = [name for name in Row.__dataclass_fields__ if name != "node_seconds"] + ["node_seconds"]
@@ -832,12 +832,12 @@ def reanalyse(saved: Path, target: Path) -> None:
 def save_report(args: argparse.Namespace, argv: Sequence[str] | None, info: dict, rows: list[Row],
                 ceilings: list[dict], complete: bool) -> dict:
     """Write the results so far (after every size, so an interrupted run leaves them)."""
-    from contrastive_sentence_embeddings.project_paths import recorded_command
+    from contrastive_sentence_embeddings.runs.project_paths import recorded_command
 
     extrapolation = extrapolate(rows, ceilings, args.cores)
     report = {
         "what": "data_processing with the paper's data settings (kedro run --env paper) on synthetic "
-                "OpenWebText-like documents and wiki1m-like sentences; see docs/data_scale.md",
+                "OpenWebText-like documents and wiki1m-like sentences; see docs/record/data_scale.md",
         "command": recorded_command(__file__, list(argv if argv is not None else sys.argv[1:]),
                                     Path(__file__).resolve().parents[1]),
         "complete": complete,

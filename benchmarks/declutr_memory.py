@@ -58,12 +58,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's parameter blocks
 import training_throughput as throughput  # noqa: E402
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
 from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans  # noqa: E402
-from contrastive_sentence_embeddings.encoding import max_sequence_length  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.encoders.encoding import max_sequence_length  # noqa: E402
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import results_commit  # noqa: E402
 from contrastive_sentence_embeddings.training.declutr import IGNORE_INDEX, DeclutrCollate, spans_by_document  # noqa: E402
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, train  # noqa: E402
@@ -226,7 +226,7 @@ def batch_sizes(batch: dict) -> dict:
 def load_tokenizer_for_benchmark(folder: str | None):
     from transformers import AutoTokenizer
 
-    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
+    from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, load_tokenizer
 
     if folder:
         return AutoTokenizer.from_pretrained(folder, use_fast=True)
@@ -239,7 +239,7 @@ def build_model(encoder_config: str | None, tokenizer, row: Row) -> ContrastiveM
     params = {"mlm": row.mlm_head != "off", "bucket_tokens": row.bucket_tokens}
     method = build_method("declutr", params)
     if encoder_config is None:
-        from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
+        from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, resolve_encoder
         from contrastive_sentence_embeddings.training.run import load_pretrained
 
         encoder, _ = load_pretrained(DEFAULT_ENCODER)

@@ -37,9 +37,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's data helpers
 import training_throughput as throughput  # noqa: E402
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import results_commit  # noqa: E402
 
 PROJECT_ROOT = throughput.PROJECT_ROOT
 

@@ -4,7 +4,7 @@ what sentence-transformers' ``encode`` costs on the same sentences, on a GPU or 
     python benchmarks/evaluation_kernels.py --device cuda                        # ~1-2 min on an H100
     python benchmarks/evaluation_kernels.py --device cpu --encoder-config tiny   # a rehearsal
 
-The question behind it (docs/gpu.md): every scoring node encodes its sentences sorted by
+The question behind it (docs/record/gpu.md): every scoring node encodes its sentences sorted by
 length, each batch padded to its own longest (``SentenceEncoder.encode_poolings``), so a
 fresh process meets a new batch shape at nearly every batch. cuDNN's attention, PyTorch's
 choice on Hopper with torch >= 2.10, prepares a graph for every new shape (~150 ms a shape,
@@ -41,12 +41,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's encoder and SDPA helpers
 import training_throughput as throughput  # noqa: E402
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions  # noqa: E402
 from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, autocast_for, precision_tag  # noqa: E402
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder, autocast_for, precision_tag  # noqa: E402
 from contrastive_sentence_embeddings.evaluation.sts import distinct_sentences, read_sts_benchmark, score_sts  # noqa: E402
-from contrastive_sentence_embeddings.provenance import tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import tuning_environment  # noqa: E402
 
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "peer": None}
 POOLING = "mean"  # the peer's own pooling for a plain transformers folder

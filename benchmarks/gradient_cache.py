@@ -51,7 +51,7 @@ def rss_now_gib() -> float:
 
 
 def build(encoder_name: str, seed: int = 0):
-    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
+    from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, load_tokenizer
     from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 
     if encoder_name == "small":
@@ -132,8 +132,8 @@ def child(args, *extra: str) -> dict:
 
 
 def main() -> None:
-    from contrastive_sentence_embeddings.project_paths import recorded_command
-    from contrastive_sentence_embeddings.provenance import results_commit
+    from contrastive_sentence_embeddings.runs.project_paths import recorded_command
+    from contrastive_sentence_embeddings.records.provenance import results_commit
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", default="small")

@@ -35,10 +35,10 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-# Training-set sizes of the paper runs (docs/data_scale.md, conf/paper comments).
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.configuration.layering import read_parameters_yaml  # noqa: E402
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command  # noqa: E402
+# Training-set sizes of the paper runs (docs/record/data_scale.md, conf/paper comments).
 PAPER_EXAMPLES = {
     "simcse": ("wiki1m sentences", 1_000_000),
     "imsimcse": ("wiki1m sentences", 1_000_000),

@@ -5,7 +5,7 @@ attention asked to keep one graph for every sequence length.
     python benchmarks/sdpa_shapes.py --device cuda          # ~30 s on an H100
     python benchmarks/sdpa_shapes.py --device cpu --shapes 6
 
-The question behind it (docs/gpu.md, "DeCLUTR's step: new shapes on every step?"): on
+The question behind it (docs/record/gpu.md, "DeCLUTR's step: new shapes on every step?"): on
 Hopper, PyTorch >= 2.10 runs ``scaled_dot_product_attention`` through cuDNN, which
 builds an execution graph for every new input shape before it runs; DeCLUTR's length
 buckets keep producing new shapes. This measures the mechanism alone, with nothing of
@@ -40,8 +40,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's SDPA helpers
 import training_throughput as throughput  # noqa: E402
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.provenance import tuning_environment  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import tuning_environment  # noqa: E402
 
 HEADS, HEAD_DIM, BUDGET = 12, 64, 8192
 SETTINGS = {"default": None, "no-cudnn": throughput.NO_CUDNN_ATTENTION, "cudnn-avoid-recompile": None}

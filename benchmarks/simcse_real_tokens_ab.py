@@ -30,12 +30,12 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
-from contrastive_sentence_embeddings.encoding import pad_batch
-from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import results_commit
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command
+from contrastive_sentence_embeddings.records.provenance import results_commit
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 

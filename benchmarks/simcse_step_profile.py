@@ -16,7 +16,7 @@ of ``--steps`` after ``--warmup``) and process CPU seconds per step (all threads
 less disturbed by other processes on a shared machine). The result goes to
 ``benchmarks/results/simcse_step_profile.json`` and a Markdown table is printed.
 To replay the steps as on a CPU without AVX-512, put ``provenance.INSTRUCTION_SET_CAPS``'s
-variables in its environment (docs/results.md shows the command).
+variables in its environment (docs/record/results.md shows the command).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
-from contrastive_sentence_embeddings.encoding import pad_batch
-from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import cpu_description, results_commit, tuning_environment
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, resolve_encoder
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command
+from contrastive_sentence_embeddings.records.provenance import cpu_description, results_commit, tuning_environment
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.run import load_pretrained
 
@@ -173,7 +173,7 @@ def peer_optimizer(model) -> torch.optim.Optimizer:
 
 def dev_evaluation_seconds(encoder, tokenizer) -> dict:
     from contrastive_sentence_embeddings.data.raw_file import folder_partitions
-    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+    from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
     from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 
     scorer = DevScorer(folder_partitions(resolve_mirror_dir() / "sts"))

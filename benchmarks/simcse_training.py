@@ -13,7 +13,7 @@ other, ``--repeats`` times, the order alternating (ours first, then theirs first
 ...), and each repeat's ratio of examples/s is reported: on a machine other processes
 share, the two of a repeat see about the same load. Each trainer runs in a fresh
 process of its own, as a user's run is: the heap one has grown does not serve the
-other (in one process the peer ran ~13% faster after ours, docs/results.md).
+other (in one process the peer ran ~13% faster after ours, docs/record/results.md).
 The load average before and after each trainer is recorded. ``--interleaved`` runs
 each repeat's two trainers at once in two processes that take their steps in turn
 instead (ours, theirs, ours, ...: one waits while the other steps), each timing its
@@ -55,14 +55,14 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, resolve_encoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
-from contrastive_sentence_embeddings.project_paths import recorded_command
-from contrastive_sentence_embeddings.provenance import (
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command
+from contrastive_sentence_embeddings.records.provenance import (
     INSTRUCTION_SET_CAPS,
     cpu_description,
     results_commit,
@@ -218,7 +218,7 @@ def run_record(args) -> dict:
     """What identifies this run: its command, the machine (its CPU: runs on other CPUs
     differ by 2x here), torch, the commit, and the speed settings of the environment the
     trainers started with (``GLIBC_TUNABLES`` changes both trainers' speed:
-    docs/results.md; ``--instruction-set``'s cap is in it)."""
+    docs/record/results.md; ``--instruction-set``'s cap is in it)."""
     cap = INSTRUCTION_SET_CAPS[args.instruction_set] if args.instruction_set else {}
     return {
         "command": recorded_command(__file__, sys.argv[1:], Path(__file__).resolve().parents[1]),

@@ -31,13 +31,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the checkout's library, installed or not
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
 from contrastive_sentence_embeddings.data.raw_file import RawFile  # noqa: E402
 from contrastive_sentence_embeddings.data.report import StepReport  # noqa: E402
-from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path  # noqa: E402
-from contrastive_sentence_embeddings.encoding import SentenceEncoder  # noqa: E402
+from contrastive_sentence_embeddings.encoders.loading import packaged_default_encoder_path  # noqa: E402
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder  # noqa: E402
 from contrastive_sentence_embeddings.evaluation import transfer  # noqa: E402
-from contrastive_sentence_embeddings.provenance import (  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import (  # noqa: E402
     environment_record,
     machine_record,
     results_commit,

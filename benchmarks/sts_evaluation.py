@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import resolve_mirror_dir
 from contrastive_sentence_embeddings.data.report import StepReport
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, resolve_encoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation.sts import distinct_sentences, read_sts_benchmark, score_sts
 
 RESULTS = Path(__file__).parent / "results" / "sts_evaluation.json"

@@ -76,13 +76,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))  # the checkout's library, installed or not
 
 from contrastive_sentence_embeddings.training import trainer as trainer_module  # noqa: E402
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically  # noqa: E402
-from contrastive_sentence_embeddings.config import read_parameters_yaml  # noqa: E402
-from contrastive_sentence_embeddings.project_paths import recorded_command  # noqa: E402
-from contrastive_sentence_embeddings.provenance import (  # noqa: E402
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically  # noqa: E402
+from contrastive_sentence_embeddings.configuration.layering import read_parameters_yaml  # noqa: E402
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import (  # noqa: E402
     child_environment, cpu_description, results_commit, tuning_environment,
 )
-from contrastive_sentence_embeddings.attention_kernels import allowed_attention  # noqa: E402
+from contrastive_sentence_embeddings.encoders.attention_kernels import allowed_attention  # noqa: E402
 from contrastive_sentence_embeddings.training.host_reads import HostReads  # noqa: E402
 from contrastive_sentence_embeddings.training.method_block import MethodBlock  # noqa: E402
 from contrastive_sentence_embeddings.training.trainer import tokenize_sentences, train  # noqa: E402
@@ -128,7 +128,7 @@ def tokenizer_dir(given: str | None) -> str:
     folder = given or os.environ.get("CSE_TOKENIZER_DIR")
     if folder:
         return folder
-    from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path
+    from contrastive_sentence_embeddings.encoders.loading import packaged_default_encoder_path
 
     return str(packaged_default_encoder_path())
 
@@ -472,7 +472,7 @@ def run_method(name: str, shape: str, args, inputs: dict, tokenizer, folders: Pa
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from transformers import AutoModel
 
-    from contrastive_sentence_embeddings.pooling import check_pooling
+    from contrastive_sentence_embeddings.encoders.pooling import check_pooling
 
     window = args.warmup
     steps = args.warmup + args.steps
@@ -556,7 +556,7 @@ def dev_evaluation_cost(model, tokenizer, inputs: dict, device: torch.device, st
     """Seconds of one dev evaluation (STS-B dev + SICK-R trial through the library's
     scorer, sentences encoded longest first), its share of 125 steps, and the same
     encoding in the data's own order (the ablation of length sorting)."""
-    from contrastive_sentence_embeddings.encoding import autocast_for, pad_batch
+    from contrastive_sentence_embeddings.encoders.encoding import autocast_for, pad_batch
 
     dev = inputs["dev_scorer"]
     encoder = model.sentence_encoder(tokenizer, device)
@@ -794,7 +794,7 @@ ABLATION_VARIANTS: list[tuple[str, str, dict, dict]] = [
      {"compile": True, "compile_mode": "reduce-overhead", "static_shapes": True,
       "attention_backends": NO_CUDNN_ATTENTION}, {}),
     # DeCLUTR's passes keep changing shape, and cuDNN's attention prepares each new shape
-    # for ~150 ms (run 5, docs/gpu.md): its blocks leave cuDNN out. The default, then
+    # for ~150 ms (run 5, docs/record/gpu.md): its blocks leave cuDNN out. The default, then
     # PyTorch's choice with free widths (run 4's setting), with widths rounded to 8 and 64,
     # and with PyTorch's opt-in against the recompiles.
     ("declutr-default", "DeCLUTR, conf/paper (free bucket widths, SDPA without cuDNN)", {}, {"method": "declutr"}),

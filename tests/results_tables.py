@@ -1,10 +1,10 @@
-"""The tables of docs/results.md's "Results of record" section, rendered from the committed
+"""The tables of docs/record/results.md's "Results of record" section, rendered from the committed
 files the run wrote (``data/08_reporting/leaderboard.csv``, ``dev_curves/``,
 ``results_of_record.json``, ``paper_table.md``). tests/test_docs_figures.py checks that the page holds them
 exactly, every column; after a new ``make results``, rewrite the page's marked blocks
 with
 
-    python -m tests.results_tables --write docs/results.md
+    python -m tests.results_tables --write docs/record/results.md
 
 (without ``--write`` it prints them).
 """

@@ -57,7 +57,7 @@ def test_a_known_failure_is_found_behind_kedro_s_wrapping_and_others_are_not():
     except DatasetError as wrapped:
         assert known_failure(wrapped) is cause
     assert known_failure(KeyError("a bug")) is None
-    from contrastive_sentence_embeddings.config_loader import ParameterCommandError
+    from contrastive_sentence_embeddings.configuration.loader import ParameterCommandError
 
     try:
         try:

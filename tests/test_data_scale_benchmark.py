@@ -1,5 +1,5 @@
 """The synthetic corpus of ``benchmarks/data_scale.py`` (the generator only; the
-benchmark itself is run by hand, see docs/data_scale.md)."""
+benchmark itself is run by hand, see docs/record/data_scale.md)."""
 
 import importlib.util
 import sys

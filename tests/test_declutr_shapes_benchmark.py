@@ -1,5 +1,5 @@
 """``benchmarks/declutr_shapes.py``: the shapes of DeCLUTR's passes at the paper's
-settings for each ``pad_to_multiple_of`` and ``bucket_tokens`` (docs/results.md quotes
+settings for each ``pad_to_multiple_of`` and ``bucket_tokens`` (docs/record/results.md quotes
 its table). Run on the mirror's WikiText articles, as the committed results were."""
 
 from __future__ import annotations

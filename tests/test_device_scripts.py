@@ -1,8 +1,8 @@
-"""The helpers of ``benchmarks/device/`` (docs/gpu.md): what the wheelhouse pins, the
+"""The helpers of ``benchmarks/device/`` (docs/record/gpu.md): what the wheelhouse pins, the
 random-weight encoder folder, and ``device_check.sh`` (the one script a lent GPU machine
 runs) rehearsed on this CPU: that it measures, keeps to its time budget and leaves only
 files the device tool brings back. The miniature paper run needs the carried
-``.device/`` folder and is run by hand (docs/gpu.md)."""
+``.device/`` folder and is run by hand (docs/record/gpu.md)."""
 
 import json
 import os
@@ -47,7 +47,7 @@ def test_the_closure_follows_extras_and_names_a_missing_distribution():
 def test_the_random_encoder_has_bert_base_uncased_shape_and_the_carried_tokenizer(tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
-    from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path
+    from contrastive_sentence_embeddings.encoders.loading import packaged_default_encoder_path
 
     random_encoder = load_script(DEVICE_SCRIPTS / "random_encoder.py")
     tokenizer_dir = packaged_default_encoder_path()  # what .device/tokenizer is copied from
@@ -121,7 +121,7 @@ def test_the_device_check_measures_and_leaves_only_what_the_device_tool_brings_b
 
 def test_part_two_measures_declutrs_shapes_then_profiles_and_skips_what_it_is_told(tmp_path, mirror_dir):
     out = tmp_path / "out"
-    # the miniature paper run needs wheels for the device's Python: rehearsed by hand (docs/gpu.md)
+    # the miniature paper run needs wheels for the device's Python: rehearsed by hand (docs/record/gpu.md)
     # The budget is the device's; on a shared 2-core CPU the ablation alone can take minutes, so the
     # rehearsal is given time enough for every stage (the budget logic has its own test).
     done = device_check(out, mirror_dir, PART="2", PROFILE_STEPS="2", SKIP_STAGES="paper_miniature", BUDGET_S="3600")

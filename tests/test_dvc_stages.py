@@ -14,8 +14,8 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from contrastive_sentence_embeddings.parameter_blocks import method_configs
-from contrastive_sentence_embeddings.pipeline_registry import (
+from contrastive_sentence_embeddings.pipelines.parameter_blocks import method_configs
+from contrastive_sentence_embeddings.pipelines.graph import (
     build_graph,
     graph_parameters,
     leaderboard_pipeline,
@@ -237,7 +237,7 @@ def shared_values_read(nodes, params: dict) -> set[str]:
     """The shared values (encoder, seed, on_bad_input) that reach ``nodes``: read
     directly (``params:seed``) or through a key that inherits it when null (a method's
     ``training.seed``, ``data_processing``'s sampling seeds, the ``on_bad_input`` keys)."""
-    from contrastive_sentence_embeddings.config import SHARED_VALUES, inheriting_keys
+    from contrastive_sentence_embeddings.configuration.layering import SHARED_VALUES, inheriting_keys
 
     read = set()
     for name in nodes.inputs():
@@ -275,8 +275,8 @@ def test_the_overlay_lists_only_parameters_of_the_configuration_all_null(project
     """params.yaml's keys are parameters of conf/ (base, and base + paper), every value
     null ("as configured"); every method has its block, so any `dvc.train` list finds
     the keys its train stages list."""
-    from contrastive_sentence_embeddings.config import flatten, has_key
-    from contrastive_sentence_embeddings.config_loader import project_parameters
+    from contrastive_sentence_embeddings.configuration.layering import flatten, has_key
+    from contrastive_sentence_embeddings.configuration.loader import project_parameters
 
     params, methods, _, _, _ = project
     overlay = yaml.safe_load((PROJECT_ROOT / OVERLAY).read_text())
@@ -306,8 +306,8 @@ def test_bytecode_does_not_count_as_a_code_change():
     ],
 )
 def test_a_dvc_list_naming_no_method_or_no_trained_model_is_refused(project, dvc, message):
-    from contrastive_sentence_embeddings.config import ParameterError
-    from contrastive_sentence_embeddings.parameter_blocks import validate_parameters
+    from contrastive_sentence_embeddings.configuration.strict import ParameterError
+    from contrastive_sentence_embeddings.pipelines.parameter_blocks import validate_parameters
 
     params = {**project[0], "dvc": dvc}
     with pytest.raises(ParameterError, match=message):
@@ -315,7 +315,7 @@ def test_a_dvc_list_naming_no_method_or_no_trained_model_is_refused(project, dvc
 
 
 def test_every_method_can_be_listed_for_dvc(project):
-    from contrastive_sentence_embeddings.parameter_blocks import validate_parameters
+    from contrastive_sentence_embeddings.pipelines.parameter_blocks import validate_parameters
 
     params = project[0]
     validate_parameters({**params, "dvc": {"train": list(params["methods"]), "transfer": list(params["methods"])}})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 from tests.helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "evaluation_kernels.py"
@@ -20,7 +20,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "evaluation_ker
 def sorted_batch_shapes(lengths: list[int], batch_size: int) -> int:
     """Distinct (rows, width) shapes of ``lengths`` sorted longest first, batched
     ``batch_size`` at a time, each batch padded to its longest: how the library's
-    evaluation batches (encoding.py's module docstring)."""
+    evaluation batches (encoders/encoding.py's module docstring)."""
     ordered = sorted(lengths, reverse=True)
     return len({(len(ordered[begin:begin + batch_size]), ordered[begin])
                 for begin in range(0, len(ordered), batch_size)})

@@ -1,4 +1,4 @@
-"""The package's import graph: no cycle anywhere, and ``config.py`` a leaf.
+"""The package's import graph: no cycle anywhere, and ``configuration/blocks.py`` a leaf.
 
 Read from the source with ``ast`` (no module is imported): every ``import`` and
 ``from ... import`` statement, at module level or inside a function, is an edge; in
@@ -15,8 +15,25 @@ from tests.helpers import PROJECT_ROOT
 
 PACKAGE = "contrastive_sentence_embeddings"
 PACKAGE_DIR = PROJECT_ROOT / "src" / PACKAGE
-# What config.py may not import: the code its blocks configure imports it.
+# What configuration/ may not import: the code its blocks configure imports it.
 NOT_FOR_CONFIG = ("training", "data", "evaluation", "pipelines")
+
+# The package's folders, bottom up, each with the other folders it may import (the
+# modules at the package root, Kedro's entry points, may import any). The same table
+# opens docs/architecture.md.
+ALLOWED_IMPORTS = {
+    "runs": set(),
+    "configuration": set(),
+    "encoders": set(),
+    "records": {"runs", "configuration"},
+    "data": {"runs", "configuration"},
+    "evaluation": {"runs", "configuration", "encoders", "records", "data"},
+    "publishing": {"runs", "configuration", "encoders", "records", "data", "evaluation"},
+    "training": {"runs", "configuration", "encoders", "records", "data", "evaluation", "publishing"},
+    "pipelines": {"runs", "configuration", "encoders", "records", "data", "evaluation", "publishing", "training"},
+}
+# The package root holds only Kedro's and Python's entry points.
+ROOT_MODULES = {"__init__", "__main__", "cli", "settings", "pipeline_registry"}
 
 
 def module_files(root: Path = PACKAGE_DIR) -> dict[str, Path]:
@@ -92,12 +109,39 @@ def test_the_package_has_no_import_cycle():
 def test_config_imports_nothing_of_the_packages_it_configures():
     graph = import_graph()
     forbidden = tuple(f"{PACKAGE}.{package}" for package in NOT_FOR_CONFIG)
-    reached, todo = set(), [f"{PACKAGE}.config"]
-    while todo:  # what config.py imports, directly or through another module
+    reached, todo = set(), [f"{PACKAGE}.configuration.blocks", f"{PACKAGE}.configuration.loader"]
+    while todo:  # what configuration/blocks.py imports, directly or through another module
         for target in graph[todo.pop()] - reached:
             reached.add(target)
             todo.append(target)
     assert not [name for name in reached if name.startswith(forbidden)], sorted(reached)
+
+
+def folder_of(module: str) -> str:
+    """The package folder a module is in (``training`` for ``<package>.training.run``),
+    or its own name for a module at the package root."""
+    return module.removeprefix(f"{PACKAGE}.").split(".")[0] if module != PACKAGE else "__init__"
+
+
+def test_every_folder_imports_only_the_folders_below_it():
+    graph = import_graph()
+    folders = {folder_of(name) for name in graph}
+    assert folders - ROOT_MODULES == set(ALLOWED_IMPORTS), "a folder or root module the table does not list"
+    crossing = sorted(f"{shown([source, target])}" for source, targets in graph.items() for target in targets
+                      if folder_of(source) in ALLOWED_IMPORTS and folder_of(target) != folder_of(source)
+                      and folder_of(target) not in ALLOWED_IMPORTS[folder_of(source)])
+    assert not crossing, "imports a folder may not make:\n" + "\n".join(crossing)
+    # the table itself is layered: no folder may import one that may import it
+    for folder, allowed in ALLOWED_IMPORTS.items():
+        assert all(folder not in ALLOWED_IMPORTS[other] for other in allowed), folder
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path, monkeypatch):
+    """A module of runs/ importing training/ is reported (the check can fail)."""
+    graph = {f"{PACKAGE}.runs.locks": {f"{PACKAGE}.training.run"}, f"{PACKAGE}.training.run": set()}
+    upward = [(s, t) for s, targets in graph.items() for t in targets
+              if folder_of(t) not in ALLOWED_IMPORTS[folder_of(s)] and folder_of(t) != folder_of(s)]
+    assert upward == [(f"{PACKAGE}.runs.locks", f"{PACKAGE}.training.run")]
 
 
 def test_a_cycle_is_found_and_shown_module_by_module():

@@ -1,5 +1,5 @@
 """``benchmarks/paper_cost.py``: what a ``conf/paper`` run costs, from a measured
-throughput run (docs/gpu.md quotes its tables). Checked by hand for SimCSE, for the
+throughput run (docs/record/gpu.md quotes its tables). Checked by hand for SimCSE, for the
 variant row it can cost instead (CUDA graphs), and by regenerating every committed cost
 file from the command it records, so a change to ``conf/paper`` or to the script that
 would change the docs' figures fails here."""

@@ -29,10 +29,10 @@ from datasets import load_from_disk
 import pytest
 import yaml
 
-from contrastive_sentence_embeddings.config import ParameterError, parse_strict
-from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, parse_strict
+from contrastive_sentence_embeddings.runs.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
 from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR, RAW_SOURCES, RawDataConfig
-from contrastive_sentence_embeddings.parameter_blocks import method_configs
+from contrastive_sentence_embeddings.pipelines.parameter_blocks import method_configs
 from tests.helpers import PROJECT_ROOT, ScratchProject
 
 pytestmark = pytest.mark.integration
@@ -95,7 +95,7 @@ def has_path(tree: dict, path: str) -> bool:
 
 def paper_parameters(conf: Path = PROJECT_ROOT / "conf") -> dict:
     """conf/base with conf/paper merged in, as ``kedro run --env paper`` loads them."""
-    from contrastive_sentence_embeddings.config_loader import project_parameters
+    from contrastive_sentence_embeddings.configuration.loader import project_parameters
 
     return project_parameters(conf.parent, env=ENV)
 
@@ -206,7 +206,7 @@ def test_every_override_names_a_key_of_the_paper_configuration(tiny_bert_dir):
 
 def test_a_misspelt_override_stops_the_paper_run_before_any_node(tmp_path, mirror_dir, tiny_bert_dir):
     """What makes the check above bite at run time too: the strict parsing of every
-    block (hooks.StrictParametersHook) refuses a key the paper's blocks do not take."""
+    block (pipelines.hooks.StrictParametersHook) refuses a key the paper's blocks do not take."""
     scratch = ScratchProject(tmp_path, mirror_dir)
     try:
         with pytest.raises(ParameterError, match=r"simcse\.training\.max_step\b") as error:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contrastive_sentence_embeddings.project_paths import recorded_command
+from contrastive_sentence_embeddings.runs.project_paths import recorded_command
 
 ROOT = Path(__file__).resolve().parents[1]
 

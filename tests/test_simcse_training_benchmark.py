@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contrastive_sentence_embeddings.provenance import INSTRUCTION_SET_CAPS, cpu_flags
+from contrastive_sentence_embeddings.records.provenance import INSTRUCTION_SET_CAPS, cpu_flags
 from tests.helpers import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "simcse_training.py"

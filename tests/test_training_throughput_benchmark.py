@@ -260,7 +260,7 @@ def test_gradient_cachings_first_pass_is_hardware_work_not_model_work(kind, toke
 
     import torch
 
-    from contrastive_sentence_embeddings.encoding import pad_batch
+    from contrastive_sentence_embeddings.encoders.encoding import pad_batch
     from contrastive_sentence_embeddings.training.gradient_cache import GradientCache
     from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
     from tests.training.test_declutr import make_collate

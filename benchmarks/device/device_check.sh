@@ -72,7 +72,7 @@ fi
 if [[ -z "${CSE_TOKENIZER_DIR:-}" ]]; then
     if [[ -d "$ROOT/.device/tokenizer" ]]; then
         export CSE_TOKENIZER_DIR="$ROOT/.device/tokenizer"
-    elif packaged="$(PYTHONPATH="$ROOT/src" "$PYTHON" -c 'from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path as p; print(p())' 2> /dev/null)"; then
+    elif packaged="$(PYTHONPATH="$ROOT/src" "$PYTHON" -c 'from contrastive_sentence_embeddings.encoders.loading import packaged_default_encoder_path as p; print(p())' 2> /dev/null)"; then
         export CSE_TOKENIZER_DIR="$packaged"
     fi
 fi
@@ -244,7 +244,7 @@ try:
 except (OSError, subprocess.SubprocessError):
     machine["nvidia_smi"] = None
 sys.path.insert(0, "src")
-from contrastive_sentence_embeddings.provenance import results_commit  # noqa: E402
+from contrastive_sentence_embeddings.records.provenance import results_commit  # noqa: E402
 
 summary = {"part": int(part), "budget_s": int(budget), "seconds": int(seconds),
            "git_commit": results_commit(Path.cwd()), "machine": machine, "stages": stages}

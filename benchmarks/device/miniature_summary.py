@@ -20,7 +20,7 @@ PROOF_KEYS = ("device", "mixed_precision", "num_processes", "steps", "examples_s
 def machine() -> dict:
     import torch
 
-    from contrastive_sentence_embeddings.provenance import results_commit  # src is on PYTHONPATH (paper_miniature.sh)
+    from contrastive_sentence_embeddings.records.provenance import results_commit  # src is on PYTHONPATH (paper_miniature.sh)
 
     cuda = torch.cuda.is_available()
     return {
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("methods", nargs="+")
     args = parser.parse_args(argv)
-    from contrastive_sentence_embeddings.project_paths import recorded_command
+    from contrastive_sentence_embeddings.runs.project_paths import recorded_command
 
     arguments = sys.argv[1:] if argv is None else list(argv)
     summary = {"command": recorded_command(__file__, arguments, Path(__file__).resolve().parents[2]),

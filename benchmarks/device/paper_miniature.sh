@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `kedro run --env paper` in miniature on the GPU machine (no network, no kedro,
 # datasets or spaCy installed): run from the repository root with `.device/` carried
-# (wheels from make_wheelhouse.sh, tokenizer, datasets: docs/gpu.md says how to fill it).
+# (wheels from make_wheelhouse.sh, tokenizer, datasets: docs/record/gpu.md says how to fill it).
 #
 #   OUT=/some/folder benchmarks/device/paper_miniature.sh
 #
@@ -47,7 +47,7 @@ LOG="$OUT/paper_miniature.log"
 exec > >(tee "$LOG") 2>&1
 
 for folder in "$WHEELS" "$CSE_TOKENIZER_DIR" "$CSE_DATA_MIRROR"; do
-    [[ -d "$folder" ]] || { echo "paper_miniature: $folder is missing (see docs/gpu.md)" >&2; exit 2; }
+    [[ -d "$folder" ]] || { echo "paper_miniature: $folder is missing (see docs/record/gpu.md)" >&2; exit 2; }
 done
 
 # 1. The wheelhouse, into a folder of its own ahead of the system's packages.

@@ -34,7 +34,7 @@ fi
 if [[ -f "$DEVICE_DIR/tokenizer/tokenizer_config.json" ]]; then
     echo "prepare_carry: $DEVICE_DIR/tokenizer kept"
 else
-    model_dir="$("$PYTHON" -c 'from contrastive_sentence_embeddings.encoders import packaged_default_encoder_path as p; print(p())')"
+    model_dir="$("$PYTHON" -c 'from contrastive_sentence_embeddings.encoders.loading import packaged_default_encoder_path as p; print(p())')"
     staging="$DEVICE_DIR/.tokenizer.part"
     rm -rf "$staging"
     mkdir -p "$staging"

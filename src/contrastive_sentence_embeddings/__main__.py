@@ -2,10 +2,10 @@
 as `contrastive-sentence-embeddings` and `python -m contrastive_sentence_embeddings`
 (= `kedro run`, with the same options), and
 `contrastive-sentence-embeddings experiments`: DVC's experiments ranked by STS avg
-(:mod:`contrastive_sentence_embeddings.experiments`), and
+(:mod:`contrastive_sentence_embeddings.records.experiments`), and
 `contrastive-sentence-embeddings publish <folder> --repo-id <user>/<name>`: a trained
 model and its card pushed to the Hugging Face Hub
-(:mod:`contrastive_sentence_embeddings.publishing`).
+(:mod:`contrastive_sentence_embeddings.publishing.hub`).
 """
 import sys
 from pathlib import Path
@@ -16,11 +16,11 @@ def main(*args, **kwargs) -> Any:
     argv = list(args[0]) if args and args[0] is not None else sys.argv[1:]
     if argv[:1] == ["experiments"]:
         # Before Kedro is imported: importing it sets up (and announces) its logging.
-        from contrastive_sentence_embeddings.experiments import main as rank_experiments
+        from contrastive_sentence_embeddings.records.experiments import main as rank_experiments
 
         sys.exit(rank_experiments(argv[1:]))
     if argv[:1] == ["publish"]:
-        from contrastive_sentence_embeddings.publishing import main as publish
+        from contrastive_sentence_embeddings.publishing.hub import main as publish
 
         sys.exit(publish(argv[1:]))
 

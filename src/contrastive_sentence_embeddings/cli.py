@@ -23,8 +23,9 @@ import logging
 import click
 from kedro.framework.cli.project import run as kedro_run
 
-from contrastive_sentence_embeddings.config import ParameterError, parse_params_text
-from contrastive_sentence_embeddings.log_handlers import RUN_LOG
+from contrastive_sentence_embeddings.configuration.layering import parse_params_text
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
+from contrastive_sentence_embeddings.runs.log_handlers import RUN_LOG
 
 
 @functools.cache
@@ -37,11 +38,11 @@ def known_failures() -> tuple[type[BaseException], ...]:
     from contrastive_sentence_embeddings.data.raw_sources import RawDataUnavailable, RawSourceChanged
     from contrastive_sentence_embeddings.data.report import BadInputError
     from contrastive_sentence_embeddings.data.sts_hub import HubLayoutError
-    from contrastive_sentence_embeddings.encoders import EncoderUnavailable
-    from contrastive_sentence_embeddings.launch_guard import LauncherRunRefused
-    from contrastive_sentence_embeddings.model_integrity import BrokenModelFolder
-    from contrastive_sentence_embeddings.run_locks import LockFolderNotWritable, LockHeld
-    from contrastive_sentence_embeddings.scratch import NoSpaceLeftError
+    from contrastive_sentence_embeddings.encoders.loading import EncoderUnavailable
+    from contrastive_sentence_embeddings.runs.launch_guard import LauncherRunRefused
+    from contrastive_sentence_embeddings.encoders.integrity import BrokenModelFolder
+    from contrastive_sentence_embeddings.runs.run_locks import LockFolderNotWritable, LockHeld
+    from contrastive_sentence_embeddings.runs.scratch import NoSpaceLeftError
     from contrastive_sentence_embeddings.training.trainer import CorruptCheckpointError
 
     return (EncoderUnavailable, BrokenModelFolder, RawDataUnavailable, RawSourceChanged, ParameterError,

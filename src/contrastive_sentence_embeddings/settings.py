@@ -3,7 +3,7 @@ from the Kedro defaults. For further information, including these default values
 https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration"""
 
 # Every parameter block is parsed strictly before any node runs: a misspelt key is an
-# error naming the key and the file that set it (config.py).
+# error naming the key and the file that set it (configuration/strict.py).
 # A method's seeds (`seeds: [42, 43, 44]`) each get their block in the catalog.
 # The graph is built from the run's parameters, `--params` included (own data adds nodes).
 # A `kedro run` started as one of several launcher processes (torchrun, accelerate
@@ -16,23 +16,25 @@ https://docs.kedro.org/en/stable/configure/configuration_basics/#configuration""
 # in the same checkout that needs them stops at once, naming the run that holds them.
 # A data step that stops because nothing of its input is usable still writes its report.
 # A run removes what killed runs left, its workers die with it, SIGTERM acts as Ctrl-C.
-# The log is one line per record in files and pipes and in logs/kedro.log (log_handlers.py);
+# The log is one line per record in files and pipes and in logs/kedro.log (runs/log_handlers.py);
 # a training run's lines and progress bar name the run (training/run_name.py).
-from contrastive_sentence_embeddings.hooks import (  # noqa: E402
-    EarlierScoresHook,
+# Each hook lives with the concern it serves (docs/architecture.md); this file only lists them.
+from contrastive_sentence_embeddings.evaluation.hooks import EarlierScoresHook  # noqa: E402
+from contrastive_sentence_embeddings.pipelines.hooks import (  # noqa: E402
     GraphParametersHook,
     LeaderboardOrderingHook,
-    RunLockHook,
-    RunNameHook,
-    ScratchHook,
     SeedRunsHook,
-    SingleProcessRunHook,
     StaleLeaderboardHook,
-    StaleModelsHook,
-    StoppedStepReportHook,
     StrictParametersHook,
 )
-from contrastive_sentence_embeddings.log_handlers import RunLoggingHook  # noqa: E402
+from contrastive_sentence_embeddings.runs.hooks import (  # noqa: E402
+    RunLockHook,
+    ScratchHook,
+    SingleProcessRunHook,
+    StoppedStepReportHook,
+)
+from contrastive_sentence_embeddings.training.hooks import RunNameHook, StaleModelsHook  # noqa: E402
+from contrastive_sentence_embeddings.runs.log_handlers import RunLoggingHook  # noqa: E402
 
 # Pluggy calls the last registered hook first (tryfirst hooks before the others): the
 # refusal comes before anything else, then the graph's parameters, then the strict check
@@ -64,8 +66,8 @@ DISABLE_HOOKS_FOR_PLUGINS = ("kedro-telemetry",)
 # Class that manages how configuration is loaded: Kedro's OmegaConfigLoader, whose
 # parameters also take params.yaml (DVC's experiment overlay: non-null values above the
 # environment, below --params) and fill the shared values (encoder, seed, on_bad_input)
-# into the keys a block leaves null (config_loader.py).
-from contrastive_sentence_embeddings.config_loader import (  # noqa: E402
+# into the keys a block leaves null (configuration/loader.py).
+from contrastive_sentence_embeddings.configuration.loader import (  # noqa: E402
     CONFIG_LOADER_ARGS,  # keyword arguments to the loader's constructor (defined with it)
     ProjectConfigLoader,
 )

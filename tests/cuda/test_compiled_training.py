@@ -1,7 +1,7 @@
 """The CUDA-graph path on the device: SimCSE trained by the library's trainer with
 ``training.static_shapes`` and ``training.compile`` (modes ``default`` and
 ``reduce-overhead``, the latter replaying CUDA graphs) must train as eager training
-does, step for step. On an H100 (docs/gpu.md, run 4) ``reduce-overhead`` made SimCSE's
+does, step for step. On an H100 (docs/record/gpu.md, run 4) ``reduce-overhead`` made SimCSE's
 paper step 2.6x faster; this is what has to hold before a paper configuration turns it
 on. ``tests/training/test_static_shapes.py`` checks the same on the CPU, where there are
 no CUDA graphs to replay.

@@ -279,7 +279,7 @@ def shipped_block(block: str) -> dict:
     """A method block as conf/base ships it (its ``kind``, ``pooling``, ``method``, and
     ``views``/``objective`` when it has them), read from the YAML file directly: the
     project's config loader needs Kedro (the values typed as Kedro types them)."""
-    from contrastive_sentence_embeddings.config import read_parameters_yaml
+    from contrastive_sentence_embeddings.configuration.layering import read_parameters_yaml
     from tests.helpers import PROJECT_ROOT
 
     path = PROJECT_ROOT / "conf" / "base" / f"parameters_{block}.yml"
@@ -307,7 +307,7 @@ def batches(mirror_dir, tokenizer) -> dict[str, dict]:
     from contrastive_sentence_embeddings.data.raw_file import RawFile
     from contrastive_sentence_embeddings.data.report import StepReport
     from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
-    from contrastive_sentence_embeddings.encoding import pad_batch
+    from contrastive_sentence_embeddings.encoders.encoding import pad_batch
     from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
     from tests.helpers import wiki_sentences
 
@@ -344,7 +344,7 @@ def batches(mirror_dir, tokenizer) -> dict[str, dict]:
 def frozen_pair_embeddings(tokenizer, first: list[str], second: list[str]) -> dict[str, torch.Tensor]:
     """CLSR's batch: the pairs' mean-pooled embeddings by the (random) frozen encoder,
     fp32 on the CPU, as its embedding cache holds them."""
-    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+    from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 
     encoder = SentenceEncoder(build_encoder(0.0, "sdpa").eval(), tokenizer, "mean", batch_size=64, device=CPU)
     return {"first": torch.from_numpy(encoder.encode(first)), "second": torch.from_numpy(encoder.encode(second))}

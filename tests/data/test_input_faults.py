@@ -112,7 +112,8 @@ def test_documents_of_mostly_unknown_tokens_are_dropped_and_counted(tokenizer):
 
 
 def test_the_long_documents_block_is_parsed_strictly():
-    from contrastive_sentence_embeddings.config import LongDocumentsConfig, parse_strict
+    from contrastive_sentence_embeddings.configuration.blocks import LongDocumentsConfig
+    from contrastive_sentence_embeddings.configuration.strict import parse_strict
 
     def parse(params):
         return parse_strict(LongDocumentsConfig, params, "data_processing.long_documents")

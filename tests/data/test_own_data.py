@@ -10,10 +10,11 @@ import json
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.config import ParameterError, parse_source
+from contrastive_sentence_embeddings.configuration.blocks import parse_source
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
 from contrastive_sentence_embeddings.data import own_data
 from contrastive_sentence_embeddings.data.report import BadInputError, EmptyInputError
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.pipelines.own_data import nodes
 
 SENTENCES = ["A man is playing a guitar on the street.", "The weather is nice today in the park.",

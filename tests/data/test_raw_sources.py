@@ -195,7 +195,7 @@ def test_changeable_by_this_user_is_true_for_a_writable_file(tmp_path):
 
 def test_a_large_writable_source_is_linked_with_a_warning_and_a_change_through_the_link_stops_the_next_run(
         tmp_path, monkeypatch, caplog):
-    from contrastive_sentence_embeddings.datasets import RawFileDataset
+    from contrastive_sentence_embeddings.pipelines.datasets import RawFileDataset
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(raw_sources.COPY_LIMIT_ENV_VAR, "0.000001")  # 1 byte: the 5-byte file is "large"

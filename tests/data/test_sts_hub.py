@@ -15,13 +15,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from contrastive_sentence_embeddings.config import ParameterError, parse_strict
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, parse_strict
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 from contrastive_sentence_embeddings.data import sts_hub
 from contrastive_sentence_embeddings.data.raw_file import RawFile, folder_partitions
 from contrastive_sentence_embeddings.data.raw_sources import materialise_raw_source
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation import evaluator, sts
 from tests.helpers import local_hub, write_hub_split
 

@@ -4,7 +4,7 @@ multi-pooling path equal to scoring each pooling alone, and the transfer cache u
 import numpy as np
 import pytest
 
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 from contrastive_sentence_embeddings.evaluation import evaluator
 from contrastive_sentence_embeddings.evaluation.sts import evaluate_sts
 
@@ -178,7 +178,7 @@ def test_a_task_with_no_pair_left_is_marked_missing_and_the_others_scored(tiny_b
 
     from contrastive_sentence_embeddings.data.raw_file import folder_partitions
     from contrastive_sentence_embeddings.evaluation import leaderboard, summary
-    from contrastive_sentence_embeddings.model_card import _evaluation
+    from contrastive_sentence_embeddings.publishing.model_card import _evaluation
 
     copy = tmp_path / "sts"
     shutil.copytree(mirror_dir / "sts", copy)

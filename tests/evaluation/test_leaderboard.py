@@ -195,10 +195,10 @@ def test_the_figure_shows_seeds_and_numbers_every_model(seeded_runs):
 
 
 # --- where each row comes from: current, stale, carried -----------------------------------
-from contrastive_sentence_embeddings import provenance  # noqa: E402
-from contrastive_sentence_embeddings.config import run_blocks  # noqa: E402
+from contrastive_sentence_embeddings.records import provenance  # noqa: E402
+from contrastive_sentence_embeddings.configuration.blocks import run_blocks  # noqa: E402
 from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings  # noqa: E402
-from contrastive_sentence_embeddings.embedding_cache import model_fingerprint  # noqa: E402
+from contrastive_sentence_embeddings.encoders.embedding_cache import model_fingerprint  # noqa: E402
 
 SIMCSE = {"kind": "simcse", "pooling": "cls", "seeds": [42, 43],
           "training": {"max_steps": 4, "seed": 42, "checkpoint_dir": "data/07_model_output/checkpoints/simcse"}}
@@ -328,7 +328,7 @@ def test_a_record_without_its_model_here_is_carried(checkout):
 def test_the_scores_of_an_earlier_model_of_the_folder_are_stale_and_say_what_to_rerun(tmp_path):
     """The issue's kill during evaluation: SimCSE scored at 4 steps, retrained in the same
     folder, its evaluation killed: the record on disk is the earlier model's."""
-    from contrastive_sentence_embeddings.model_fingerprint import EARLIER_KEY, lineage_for_save
+    from contrastive_sentence_embeddings.encoders.fingerprint import EARLIER_KEY, lineage_for_save
 
     once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
     folder = tmp_path / "data/06_models/simcse"
@@ -675,7 +675,7 @@ def on_machine(record, environment):
 def test_every_new_record_names_its_machine_and_library_versions(checkout):
     """Both sides of a record say what computed them: the evaluation's environment, and
     (through the model's metadata) the training's."""
-    from contrastive_sentence_embeddings import provenance
+    from contrastive_sentence_embeddings.records import provenance
 
     _, runs = checkout
     environment = runs["simcse.seed42"]["provenance"]["evaluation"]["environment"]
@@ -716,7 +716,7 @@ def test_rows_of_two_machines_are_marked_and_their_comparison_says_so(checkout):
 
 
 def test_one_machine_is_named_once_and_the_page_says_which_checkout_built_it(checkout):
-    from contrastive_sentence_embeddings import provenance
+    from contrastive_sentence_embeddings.records import provenance
 
     _, runs = checkout
     rows = {name: runs[name] for name in ("simcse.seed42", "simcse.seed43")}
@@ -735,7 +735,7 @@ def test_one_machine_is_named_once_and_the_page_says_which_checkout_built_it(che
 
 def test_a_model_folder_with_a_cut_metadata_file_or_a_lost_file_is_named_as_broken(tmp_path):
     """Not "other fingerprint": the folder's damage is named, file by file."""
-    from contrastive_sentence_embeddings.model_fingerprint import FINGERPRINT_KEY, content_fingerprint
+    from contrastive_sentence_embeddings.encoders.fingerprint import FINGERPRINT_KEY, content_fingerprint
 
     once = {**TODAY, "simcse": {**SIMCSE, "seeds": None}}
     folder = tmp_path / "data/06_models/simcse"

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr
 
-from contrastive_sentence_embeddings.datasets import MtebResultsDataset, SentenceEncoderDataset
+from contrastive_sentence_embeddings.pipelines.datasets import MtebResultsDataset, SentenceEncoderDataset
 from contrastive_sentence_embeddings.evaluation.mteb_results import (
     MTEB_STS_TASKS,
     MTEB_VERSION,
     REPORT_FILE,
     mteb_files,
 )
-from contrastive_sentence_embeddings.pipeline_registry import graph_parameters
+from contrastive_sentence_embeddings.pipelines.graph import graph_parameters
 from contrastive_sentence_embeddings.pipelines.evaluation.nodes import (
     evaluate_model,
     write_baseline_mteb_results,

@@ -118,8 +118,8 @@ def test_stsb_test_spearman_equals_sentence_transformers(sts_partitions):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
-    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, resolve_encoder
-    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+    from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, resolve_encoder
+    from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
 
     suite = {"stsb": sts.read_sts_benchmark(sts_partitions, StepReport("sts"))["stsb"]}
     ours = sts.evaluate_sts(suite, SentenceEncoder.load(DEFAULT_ENCODER, "mean", device="cpu").encode)["stsb"]

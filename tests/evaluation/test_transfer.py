@@ -9,7 +9,7 @@ import pytest
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport
 from contrastive_sentence_embeddings.evaluation import transfer
-from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache
+from contrastive_sentence_embeddings.encoders.embedding_cache import EmbeddingCache
 from contrastive_sentence_embeddings.evaluation.transfer import (
     TransferSplit,
     TransferTask,
@@ -139,7 +139,7 @@ def test_a_cut_training_split_is_said_in_the_evaluation_report(real_partitions, 
     ({"SST2": "10k"}, "evaluation.transfer_train_rows.SST2 = '10k': must be an integer >= 2 or null"),
     ([10000], "evaluation.transfer_train_rows = \\[10000\\]: must be a mapping of SST2 / TREC / MRPC")])
 def test_a_bad_training_row_limit_is_a_parameter_error(rows, problem):
-    from contrastive_sentence_embeddings.config import ParameterError
+    from contrastive_sentence_embeddings.configuration.strict import ParameterError
     from contrastive_sentence_embeddings.evaluation.evaluator import evaluation_settings
 
     with pytest.raises(ParameterError, match=problem):

@@ -19,7 +19,7 @@ import torch
 
 def main(encoder_dir: str, sentences_file: str, checkpoint_dir: str, model_dir: str, out_json: str,
          *options: str) -> None:
-    from contrastive_sentence_embeddings.datasets import SentenceEncoderDataset
+    from contrastive_sentence_embeddings.pipelines.datasets import SentenceEncoderDataset
     from contrastive_sentence_embeddings.training import saving
     from contrastive_sentence_embeddings.training.run import train_on_sentences
 

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.datasets import SentenceEncoderDataset
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, dense_layers, load_dense_head
+from contrastive_sentence_embeddings.pipelines.datasets import SentenceEncoderDataset
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder, dense_layers, load_dense_head
 from contrastive_sentence_embeddings.evaluation.sts import DevScorer
 from contrastive_sentence_embeddings.pipelines.data_processing.nodes import extract_stsb_pairs
 from contrastive_sentence_embeddings.training import losses

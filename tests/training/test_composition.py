@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.config import ParameterError, explain_parameter_error
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.configuration.layering import explain_parameter_error
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training import objective
 from contrastive_sentence_embeddings.training.clsr import CLSRModel
 from contrastive_sentence_embeddings.training.methods import PRESETS, ContrastiveModel, build_method

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training.cpu_dropout import (
     DRAW_LEVELS,
     UNIFORM_ATTENTION_MAX_KEYS,

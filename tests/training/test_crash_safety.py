@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
-from contrastive_sentence_embeddings.datasets import AtomicParquetDataset, SentenceEncoderDataset
-from contrastive_sentence_embeddings.encoding import METADATA_FILE
+from contrastive_sentence_embeddings.runs.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
+from contrastive_sentence_embeddings.pipelines.datasets import AtomicParquetDataset, SentenceEncoderDataset
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import (
     BEST_WEIGHTS,
@@ -206,7 +206,7 @@ def test_a_kill_during_a_parquet_save_leaves_the_previous_file_intact(tmp_path):
     AtomicParquetDataset(filepath=str(target)).save(pd.DataFrame({"sentence": ["a good row"]}))
     script = (
         "import pandas as pd\n"
-        "from contrastive_sentence_embeddings.datasets import AtomicParquetDataset\n"
+        "from contrastive_sentence_embeddings.pipelines.datasets import AtomicParquetDataset\n"
         f"AtomicParquetDataset(filepath={str(target)!r}).save(pd.DataFrame({{'sentence': ['new'] * 1000}}))\n"
     )
     env = {**os.environ, CRASH_ENV_VAR: "dataset_save:before_replace",

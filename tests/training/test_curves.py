@@ -9,7 +9,7 @@ import pytest
 import torch
 from kedro.io import DatasetError
 
-from contrastive_sentence_embeddings.datasets import TrainingCurveDataset
+from contrastive_sentence_embeddings.pipelines.datasets import TrainingCurveDataset
 from contrastive_sentence_embeddings.training.curves import join_curve, split_curve
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train

@@ -198,7 +198,7 @@ def test_rounded_widths_stop_at_the_longest_sequence_the_model_takes(documents, 
 
 
 def test_pad_to_multiple_of_must_be_a_positive_integer(documents, span_table, tokenizer):
-    from contrastive_sentence_embeddings.config import ParameterValueError
+    from contrastive_sentence_embeddings.configuration.strict import ParameterValueError
 
     with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive integer"):
         make_collate(documents, span_table, tokenizer, pad_to_multiple_of=0)
@@ -315,7 +315,7 @@ def test_memory_mapped_documents_give_the_same_batches_as_token_lists(documents,
     memory-mapped) make exactly the batches that Python lists of token ids make."""
     import numpy as np
 
-    from contrastive_sentence_embeddings.datasets import ArrowDataset
+    from contrastive_sentence_embeddings.pipelines.datasets import ArrowDataset
 
     saved = ArrowDataset(str(tmp_path / "long_documents"), max_shard_size=20_000)
     saved.save(documents[["doc_id", "source", "title", "input_ids", "n_tokens"]])

@@ -7,7 +7,7 @@ import torch
 import transformers
 from torch import nn
 
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER, load_tokenizer
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER, load_tokenizer
 from contrastive_sentence_embeddings.training.dropout import (
     dropout_modules,
     dropout_off,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.config import ParameterError
-from contrastive_sentence_embeddings.train_entry import method_run, parse_params
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
+from contrastive_sentence_embeddings.training.entry import method_run, parse_params
 from contrastive_sentence_embeddings.training.fanout import resolve_num_processes, threads_per_process
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trainer import (
@@ -107,7 +107,7 @@ def test_the_workers_map_the_saved_documents_instead_of_a_copy(tmp_path):
     import pandas as pd
     import pyarrow as pa
 
-    from contrastive_sentence_embeddings.datasets import ArrowDataset
+    from contrastive_sentence_embeddings.pipelines.datasets import ArrowDataset
     from contrastive_sentence_embeddings.training.fanout import TrainingJob, load_table, prepare_job
 
     saved = ArrowDataset(str(tmp_path / "long_documents"))

@@ -16,8 +16,8 @@ import copy
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.config import ParameterError
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training.clsr import CLSRModel
 from contrastive_sentence_embeddings.training.dropout import dropout_rate
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, row_ranges, split_batch

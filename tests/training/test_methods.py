@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training.heads import decorrelation_projector, mlp_head
 from contrastive_sentence_embeddings.training import objective
 from contrastive_sentence_embeddings.training.methods import METHODS, ContrastiveModel, build_method

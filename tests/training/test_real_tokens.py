@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training.methods import METHODS, ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.real_tokens import handles_padding, linears_on_real_tokens
 

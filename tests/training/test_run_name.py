@@ -11,7 +11,7 @@ import torch
 
 from contrastive_sentence_embeddings.training.fanout import TrainingJob
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
-from contrastive_sentence_embeddings.hooks import RunNameHook
+from contrastive_sentence_embeddings.training.hooks import RunNameHook
 from contrastive_sentence_embeddings.training.run_name import current_run, named_run
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train
 from tests.helpers import wiki_sentences

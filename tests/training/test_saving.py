@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertForMaskedLM, BertModel
 
-from contrastive_sentence_embeddings.encoding import METADATA_FILE, SentenceEncoder
-from contrastive_sentence_embeddings.pooling import POOLING_METHODS
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE, SentenceEncoder
+from contrastive_sentence_embeddings.encoders.pooling import POOLING_METHODS
 from contrastive_sentence_embeddings.training import saving
 from contrastive_sentence_embeddings.training.saving import save_sentence_encoder
 

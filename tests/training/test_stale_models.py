@@ -13,11 +13,11 @@ import logging
 
 import pytest
 
-from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.config import run_blocks
-from contrastive_sentence_embeddings.datasets import ModelCardDataset, MtebResultsDataset, SentenceEncoderDataset
-from contrastive_sentence_embeddings.encoding import METADATA_FILE
-from contrastive_sentence_embeddings.hooks import StaleModelsHook
+from contrastive_sentence_embeddings.records import provenance
+from contrastive_sentence_embeddings.configuration.blocks import run_blocks
+from contrastive_sentence_embeddings.pipelines.datasets import ModelCardDataset, MtebResultsDataset, SentenceEncoderDataset
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE
+from contrastive_sentence_embeddings.training.hooks import StaleModelsHook
 from contrastive_sentence_embeddings.training import saving
 from contrastive_sentence_embeddings.training.run import TrainedEncoder
 from contrastive_sentence_embeddings.training.saving import remove_stale_models

@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
-from contrastive_sentence_embeddings.config import ParameterError
-from contrastive_sentence_embeddings.encoding import pad_batch
+from contrastive_sentence_embeddings.configuration.strict import ParameterError
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel, build_method
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig, tokenize_sentences, train

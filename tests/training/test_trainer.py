@@ -254,7 +254,7 @@ def test_a_resumed_run_updates_with_the_kernel_it_is_configured_with(tiny_bert, 
 def test_a_run_that_fails_releases_its_checkpoint_lock(tiny_bert, tokenizer, sentences, tmp_path):
     """The lock and its holder record beside checkpoint_dir are the run's while it trains,
     and gone when it fails as when it succeeds; the checkpoint it wrote stays to resume."""
-    from contrastive_sentence_embeddings.run_locks import live_holders
+    from contrastive_sentence_embeddings.runs.run_locks import live_holders
     from contrastive_sentence_embeddings.training import trainer as trainer_module
 
     checkpoint = tmp_path / "checkpoints" / "simcse"

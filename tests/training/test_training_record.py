@@ -14,7 +14,7 @@ import torch
 
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.spans import SpanConfig, sample_spans
-from contrastive_sentence_embeddings.model_card import render_model_card, split_front_matter
+from contrastive_sentence_embeddings.publishing.model_card import render_model_card, split_front_matter
 from contrastive_sentence_embeddings.training import run
 from contrastive_sentence_embeddings.training.trainer import MEMORY_MEASURES, SettingsRead, TrainingConfig
 from tests.helpers import base_parameters, wiki_sentences
@@ -117,7 +117,7 @@ def test_the_memory_figure_says_what_it_measured(sentences, tiny_bert_dir):
 
 
 def folder_of(metadata):
-    from contrastive_sentence_embeddings.model_card import ModelFolder
+    from contrastive_sentence_embeddings.publishing.model_card import ModelFolder
 
     return ModelFolder(path="data/06_models/x", metadata=metadata, modules=("Transformer", "Pooling"),
                        embedding_dimension=32, max_seq_length=None)
@@ -133,8 +133,8 @@ def test_declutr_training_checkpoints_save_and_load_print_no_benign_library_mess
     import transformers
     from sentence_transformers import SentenceTransformer
 
-    from contrastive_sentence_embeddings.datasets import SentenceEncoderDataset
-    from contrastive_sentence_embeddings.encoding import SentenceEncoder
+    from contrastive_sentence_embeddings.pipelines.datasets import SentenceEncoderDataset
+    from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
     from contrastive_sentence_embeddings.training import trainer
 
     checkpoint = tmp_path / "checkpoint"
@@ -172,7 +172,7 @@ def test_declutr_training_checkpoints_save_and_load_print_no_benign_library_mess
 
 
 def test_a_failing_call_still_shows_the_held_messages(caplog):
-    from contrastive_sentence_embeddings.library_messages import held_messages
+    from contrastive_sentence_embeddings.runs.library_messages import held_messages
 
     library = logging.getLogger("some.library")
     with caplog.at_level(logging.INFO):

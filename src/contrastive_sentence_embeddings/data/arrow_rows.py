@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrastive_sentence_embeddings.data.report import MAX_EXAMPLES_PER_REASON, StepReport
-from contrastive_sentence_embeddings.scratch import explained_no_space, marked_folder, remedy_for_temporary_files
+from contrastive_sentence_embeddings.runs.scratch import explained_no_space, marked_folder, remedy_for_temporary_files
 
 # Rows per Arrow record batch: large enough to amortise the writes, small enough that
 # one batch of Python objects is a few MB at most.

@@ -34,7 +34,7 @@ from functools import cached_property
 from pathlib import Path
 
 from contrastive_sentence_embeddings.data.report import StepReport, handle_bad_input
-from contrastive_sentence_embeddings.project_paths import project_relative
+from contrastive_sentence_embeddings.runs.project_paths import project_relative
 
 UTF8_BOM = "\ufeff"
 UTF8 = "utf-8"

@@ -39,7 +39,7 @@ from typing import Any
 
 from kedro.io import DatasetError
 
-from contrastive_sentence_embeddings.config import parse_strict
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
 from contrastive_sentence_embeddings.data.mirror import (  # noqa: F401 - also imported from here
     DEFAULT_MIRROR_DIR,
     DVC_ROOT_ENV_VAR,
@@ -330,7 +330,7 @@ def _protected_copy_or_link(source: Path, temporary: Path, target: Path, symboli
 
 
 def project_relative_or_path(path: Path) -> str:
-    from contrastive_sentence_embeddings.project_paths import project_relative
+    from contrastive_sentence_embeddings.runs.project_paths import project_relative
 
     return project_relative(path)
 
@@ -381,7 +381,7 @@ def _read_record(link_record: Path) -> dict:
 def _record_link(link_record: Path, target: Path, source: Path, how: str) -> None:
     """Remember (or forget) what ``target`` is linked to, with the size and time of the
     source now, for :func:`check_linked_source`."""
-    from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+    from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 
     records = _read_record(link_record)
     key = str(target.resolve())

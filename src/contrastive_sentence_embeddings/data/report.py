@@ -196,7 +196,7 @@ def carry_report(error: BaseException, report: StepReport) -> BaseException:
     """Hand ``report``'s counts so far to ``error``, raised by the step it counts when
     nothing of its input could be used: the step's node returns nothing, so without
     this the data report that says why would never be written. The project's hook
-    (``hooks.StoppedStepReportHook``) saves ``error.data_reports`` as the step's
+    (``runs.hooks.StoppedStepReportHook``) saves ``error.data_reports`` as the step's
     report, marked ``stopped`` with the error, so that it is never taken for a
     finished step's. Returns ``error``."""
     report.extra["stopped"] = str(error)

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from contrastive_sentence_embeddings.config import ParameterError, integer, parse_strict, random_seed
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, integer, parse_strict, random_seed
 from contrastive_sentence_embeddings.data.report import StepReport, require_rows
 
 SPAN_COLUMNS = [

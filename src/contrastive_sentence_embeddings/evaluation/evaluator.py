@@ -41,26 +41,25 @@ from functools import cached_property
 
 import numpy as np
 
-from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.attention_kernels import check_attention_backends
-from contrastive_sentence_embeddings.config import (
+from contrastive_sentence_embeddings.records import provenance
+from contrastive_sentence_embeddings.encoders.attention_kernels import check_attention_backends
+from contrastive_sentence_embeddings.configuration.layering import accepted_if_unknown, named_key
+from contrastive_sentence_embeddings.configuration.strict import (
     RANGE,
     Allowed,
     ParameterError,
     PerName,
-    accepted_if_unknown,
     check_values,
     flag,
     integer,
-    named_key,
     number,
     random_seed,
 )
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport
 from contrastive_sentence_embeddings.data.sts_hub import HUB_REPOS
-from contrastive_sentence_embeddings.encoders import resolve_encoder
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, precision_tag, read_model_metadata
+from contrastive_sentence_embeddings.encoders.loading import resolve_encoder
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder, precision_tag, read_model_metadata
 from contrastive_sentence_embeddings.evaluation.alignment import alignment_uniformity
 from contrastive_sentence_embeddings.evaluation.significance import bootstrap_task_intervals
 from contrastive_sentence_embeddings.evaluation.sts import (
@@ -77,7 +76,7 @@ from contrastive_sentence_embeddings.evaluation.sts import (
     score_sts,
     unavailable_scores,
 )
-from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
+from contrastive_sentence_embeddings.encoders.embedding_cache import EmbeddingCache, model_fingerprint
 from contrastive_sentence_embeddings.evaluation.records import EXTERNAL, UNTRAINED_ROWS  # noqa: F401
 from contrastive_sentence_embeddings.evaluation.transfer import (
     SPLIT_TASKS,
@@ -134,7 +133,7 @@ class EvaluationSettings:
     alignment_min_score: float = field(default=4.0, metadata=number(0, 5))  # STS scores run from 0 to 5
     batch_size: int = field(default=128, metadata=integer(1))
     device: str | None = None
-    # The attention kernels every encoding may use (attention_kernels.py); None: PyTorch's.
+    # The attention kernels every encoding may use (encoders/attention_kernels.py); None: PyTorch's.
     attention_backends: Sequence[str] | None = None
     cache_dir: str | None = "data/07_model_output/embedding_cache"
     on_bad_input: str = "skip"

@@ -14,7 +14,7 @@ changed since, or its model folder now holds a model trained after these scores:
 "scores of an earlier model"; ``status_reason`` says which, and what to rerun) or
 ``carried`` (no model behind it here: a result committed with the repository or
 produced elsewhere). Which model a record scored is compared by the fingerprint of its
-weights (``model_fingerprint.py``: content, not file times), read from the model's
+weights (``encoders/fingerprint.py``: content, not file times), read from the model's
 metadata, so the comparison reads no weights. Carried rows are shown
 apart and never compared or averaged with this checkout's runs; a cell that cannot be
 filled says why (``vs_base_note``, ``transfer_note``).
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.records import provenance
 from contrastive_sentence_embeddings.evaluation.records import EXTERNAL
 from contrastive_sentence_embeddings.evaluation.sts import STS_TASKS
 from contrastive_sentence_embeddings.evaluation.transfer import TRANSFER_TASKS
@@ -162,7 +162,7 @@ def model_here(path: str, trained: bool) -> str | None:
     None when there is none: a trained model's folder without ``cse_metadata.json``.
     An untrained encoder (a Hub id or a folder) is fingerprinted as the evaluator does.
     A trained model's fingerprint is read from its metadata, not from its weights."""
-    from contrastive_sentence_embeddings.model_fingerprint import METADATA_FILE, model_fingerprint
+    from contrastive_sentence_embeddings.encoders.fingerprint import METADATA_FILE, model_fingerprint
 
     if trained and not (Path(path) / METADATA_FILE).is_file():
         return None
@@ -171,9 +171,9 @@ def model_here(path: str, trained: bool) -> str | None:
 
 def broken_model_here(path: str) -> str | None:
     """What is wrong with the model folder at ``path`` in this checkout (a metadata file
-    cut short, a recorded file missing or resized: ``model_integrity.folder_problems``);
+    cut short, a recorded file missing or resized: ``encoders.integrity.folder_problems``);
     None when nothing is, or ``path`` is no folder here."""
-    from contrastive_sentence_embeddings.model_integrity import folder_problems
+    from contrastive_sentence_embeddings.encoders.integrity import folder_problems
 
     return "; ".join(folder_problems(path)) or None
 
@@ -181,7 +181,7 @@ def broken_model_here(path: str) -> str | None:
 def earlier_models_here(path: str) -> Mapping[str, str | None]:
     """The fingerprints of the models the folder ``path`` held before its current one
     (``model_fingerprint.earlier_models``; none for a Hub id)."""
-    from contrastive_sentence_embeddings.model_fingerprint import earlier_models
+    from contrastive_sentence_embeddings.encoders.fingerprint import earlier_models
 
     return earlier_models(path) if Path(path).is_dir() else {}
 
@@ -246,12 +246,12 @@ class Today:
     @classmethod
     def from_parameters(cls, parameters: Mapping, fingerprint_of: Callable[[str, bool], str | None] = model_here,
                         source_hash: str | None = None) -> "Today":
-        from contrastive_sentence_embeddings.config import (
+        from contrastive_sentence_embeddings.configuration.blocks import (
             BaselineConfig,
             TransferEvaluationConfig,
-            parse_strict,
             run_blocks,
         )
+        from contrastive_sentence_embeddings.configuration.strict import parse_strict
 
         baseline = parse_strict(BaselineConfig, parameters.get("baseline") or {}, "baseline")
         transfer = parse_strict(TransferEvaluationConfig, parameters.get("transfer_evaluation") or {},

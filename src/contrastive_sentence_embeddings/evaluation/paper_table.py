@@ -251,7 +251,8 @@ def comparison_figure(table: pd.DataFrame, alpha: float = 0.05):
 def paper_outputs(table: pd.DataFrame, leaderboard: dict | None = None):
     """The leaderboard pipeline's node: the Markdown and LaTeX tables and the figure,
     from the leaderboard's table and the ``leaderboard`` block's ``alpha``."""
-    from contrastive_sentence_embeddings.config import LeaderboardConfig, parse_strict
+    from contrastive_sentence_embeddings.configuration.blocks import LeaderboardConfig
+    from contrastive_sentence_embeddings.configuration.strict import parse_strict
 
     alpha = parse_strict(LeaderboardConfig, leaderboard or {}, "leaderboard").alpha
     return markdown_paper_table(table, alpha), latex_paper_table(table, alpha), comparison_figure(table, alpha)

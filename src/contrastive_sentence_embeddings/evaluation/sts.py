@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError, StepReport, handle_bad_input
 from contrastive_sentence_embeddings.data.sts_hub import POOLED_SUBSET, PROVENANCE_FILE
-from contrastive_sentence_embeddings.embedding_cache import hash_texts
+from contrastive_sentence_embeddings.encoders.embedding_cache import hash_texts
 
 logger = logging.getLogger(__name__)
 

@@ -391,7 +391,7 @@ def subsample_train(task: TransferTask, max_rows: int, seed: int) -> TransferTas
     replacement (``numpy.random.default_rng(seed)``), kept in file order; dev and test
     untouched, so the score is on the benchmark's whole test set. A task with no more
     rows than that comes back as it is. What a CPU default pays for it is measured in
-    docs/results.md ("What the CPU defaults cost")."""
+    docs/record/results.md ("What the CPU defaults cost")."""
     if task.protocol != "split":
         raise ValueError(f"{task.name}: only a task with a training split can be subsampled")
     if max_rows < 2:

@@ -5,7 +5,7 @@ What is trained, and on what
 ----------------------------
 The pretrained encoder never changes, so the mean-pooled embedding ``x`` of every
 training sentence is computed once and cached on disk (:func:`embed_pairs`, through
-:class:`~contrastive_sentence_embeddings.embedding_cache.EmbeddingCache`: one
+:class:`~contrastive_sentence_embeddings.encoders.embedding_cache.EmbeddingCache`: one
 ``.npy`` per sentence list, keyed by :func:`frozen_model_key` and every sentence, so
 a changed encoder or changed data encode again and everything else is reused across
 epochs and runs). Training then only moves two small networks over those vectors:
@@ -41,9 +41,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from contrastive_sentence_embeddings.embedding_cache import EmbeddingCache, model_fingerprint
-from contrastive_sentence_embeddings.encoding import SentenceEncoder, inference_mode, pick_device, precision_tag
-from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.encoders.embedding_cache import EmbeddingCache, model_fingerprint
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder, inference_mode, pick_device, precision_tag
+from contrastive_sentence_embeddings.encoders.pooling import check_pooling
 from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ torch's CPU dropout draws its mask with ``bernoulli_``, most of the dropout's co
 the 2-core machine (12.8 of 14.2 ms for a forward and backward over 128 x 32 x 384): a
 SimCSE step of the default encoder (19 dropouts: embeddings, 6 x attention
 probabilities, attention output, feed-forward output) spent 12% of its time in
-``bernoulli_`` (a ``torch.profiler`` trace, docs/results.md), which takes about twice
+``bernoulli_`` (a ``torch.profiler`` trace, docs/record/results.md), which takes about twice
 as long as drawing as many uniform 31-bit integers (``random_`` on int32; a float32
 ``torch.rand`` sits between the two). :func:`dropout_from_uniform_draws` serves the
 encoder's dropouts from one such draw per element, of the same generator:
@@ -25,7 +25,7 @@ which is masked give zeros, as SDPA's do) with the mask above, for attention ove
 most ``UNIFORM_ATTENTION_MAX_KEYS`` keys. Longer attention (DeCLUTR's spans of up to 512
 tokens) stays with torch's SDPA: there the score matrices' own passes outweigh the
 cheaper draws, and the Python-level math path is slower per forward and backward
-from 192 keys on (``benchmarks/cpu_attention_dropout.py``; docs/results.md). Calls this does not cover (causal or
+from 192 keys on (``benchmarks/cpu_attention_dropout.py``; docs/record/results.md). Calls this does not cover (causal or
 grouped-query attention, in-place dropout, a rate of 0 or 1, tensors off the CPU,
 longer attention) go to torch's own function.
 
@@ -50,7 +50,7 @@ from torch.overrides import TorchFunctionMode
 DRAW_LEVELS = 2**31  # int32 random_() draws uniformly from [0, 2^31)
 # Attention over more keys than this runs torch's SDPA (the crossover measured by
 # benchmarks/cpu_attention_dropout.py on the 2-core machine lies between 128 and 192 keys;
-# docs/results.md has the table).
+# docs/record/results.md has the table).
 UNIFORM_ATTENTION_MAX_KEYS = 128
 
 

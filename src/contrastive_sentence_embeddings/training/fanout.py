@@ -26,7 +26,7 @@ to more than one (:func:`resolve_num_processes`) has its training node fan out:
 
 Each worker sets ``CSE_TRAINING_WORKER=1``: a Kedro run started under a multi-process
 launcher without it is refused (it would run the whole pipeline in every process).
-Multi-node training uses the same worker through ``train_entry`` under ``torchrun``.
+Multi-node training uses the same worker through ``training/entry.py`` under ``torchrun``.
 
 ``batch_size`` is per process (as under ``accelerate launch``): N processes train on
 a global batch of ``N x batch_size``, and with the gathered in-batch negatives and the
@@ -49,11 +49,11 @@ from pathlib import Path
 import pandas as pd
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
-# The marker of a worker of ours: the launch guard (launch_guard.py) never refuses it.
-from contrastive_sentence_embeddings.launch_guard import WORKER_ENV_VAR as WORKER_ENV
+from contrastive_sentence_embeddings.configuration.blocks import FANOUT_FAMILIES
+# The marker of a worker of ours: the launch guard (runs/launch_guard.py) never refuses it.
+from contrastive_sentence_embeddings.runs.launch_guard import WORKER_ENV_VAR as WORKER_ENV
 from contrastive_sentence_embeddings.training import worker_logs
-from contrastive_sentence_embeddings.scratch import die_with_folder_owner, marked_folder, temporary_files_in
+from contrastive_sentence_embeddings.runs.scratch import die_with_folder_owner, marked_folder, temporary_files_in
 from contrastive_sentence_embeddings.training.run_name import current_run, named_run
 
 logger = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from contrastive_sentence_embeddings.library_messages import held_messages
+from contrastive_sentence_embeddings.runs.library_messages import held_messages
 
 logger = logging.getLogger(__name__)
 

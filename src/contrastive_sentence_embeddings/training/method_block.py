@@ -8,8 +8,8 @@ again. The strict check before any node (``parameter_blocks.validate_parameters`
 parses every block the same way, so a block that passes it parses at the node too.
 
 The block's shape (its keys, ``seeds``, own-data sources) is
-:class:`~contrastive_sentence_embeddings.config.MethodConfig`'s, in the leaf
-``config.py``; what ``kind``, ``method`` and ``training`` take is said here, beside the
+:class:`~contrastive_sentence_embeddings.configuration.blocks.MethodConfig`'s, in the leaf
+``configuration/blocks.py``; what ``kind``, ``method`` and ``training`` take is said here, beside the
 code that reads them.
 """
 
@@ -18,15 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contrastive_sentence_embeddings.config import (
-    FANOUT_FAMILIES,
-    MethodConfig,
-    ParameterError,
-    accepted_if_unknown,
-    check_values,
-    named_key,
-)
-from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.configuration.blocks import FANOUT_FAMILIES, MethodConfig
+from contrastive_sentence_embeddings.configuration.layering import accepted_if_unknown, named_key
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, check_values
+from contrastive_sentence_embeddings.encoders.pooling import check_pooling
 from contrastive_sentence_embeddings.training.methods import Method, build_method, method_class
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig
 

@@ -24,10 +24,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from contrastive_sentence_embeddings.config import ParameterError, check_values, flag, integer, number
-from contrastive_sentence_embeddings.encoding import SentenceEncoder
-from contrastive_sentence_embeddings.library_messages import held_messages
-from contrastive_sentence_embeddings.pooling import needs_hidden_states, pool_outputs
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, check_values, flag, integer, number
+from contrastive_sentence_embeddings.encoders.encoding import SentenceEncoder
+from contrastive_sentence_embeddings.runs.library_messages import held_messages
+from contrastive_sentence_embeddings.encoders.pooling import needs_hidden_states, pool_outputs
 from contrastive_sentence_embeddings.training import objective as objective_module
 from contrastive_sentence_embeddings.training.objective import (
     DCL, MLM, VIEW_ORDER, DropoutPair, Encoded, InfoNCE, NTXent, OffDropout, OffDropoutInfoNCE, Pairs,

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from contrastive_sentence_embeddings.config import ParameterError, integer, number, parse_strict
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, integer, number, parse_strict
 from contrastive_sentence_embeddings.training import losses
 from contrastive_sentence_embeddings.training.declutr import masked_positions, unbucket
 from contrastive_sentence_embeddings.training.distributed import gather_with_grad, world_size

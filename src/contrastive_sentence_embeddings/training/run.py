@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from contrastive_sentence_embeddings.config import FANOUT_FAMILIES
-from contrastive_sentence_embeddings.encoders import explained_encoder_failure, resolve_encoder
+from contrastive_sentence_embeddings.configuration.blocks import FANOUT_FAMILIES
+from contrastive_sentence_embeddings.encoders.loading import explained_encoder_failure, resolve_encoder
 from contrastive_sentence_embeddings.training.curves import with_selection
 from contrastive_sentence_embeddings.training.run_name import current_run
-from contrastive_sentence_embeddings.encoding import max_sequence_length
+from contrastive_sentence_embeddings.encoders.encoding import max_sequence_length
 from contrastive_sentence_embeddings.training.declutr import DeclutrCollate, spans_by_document, training_documents
-from contrastive_sentence_embeddings.pooling import check_pooling
+from contrastive_sentence_embeddings.encoders.pooling import check_pooling
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trained_encoder import TrainedEncoder  # also named here by callers
-from contrastive_sentence_embeddings.model_integrity import check_loaded_model, check_recorded_files
+from contrastive_sentence_embeddings.encoders.integrity import check_loaded_model, check_recorded_files
 from contrastive_sentence_embeddings.training.trainer import SettingsRead, TrainingResult, tokenize_sentences, train
 
 

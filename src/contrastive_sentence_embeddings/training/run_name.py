@@ -3,7 +3,7 @@ lines and progress bar.
 
 A training node receives its method's block, not the name of its run: two runs of one
 kind (``simcse`` and a composed ``simcse_decorrelation``, or a method's seeds) logged
-"training simcse" alike. ``hooks.RunNameHook`` names the run as Kedro starts a training
+"training simcse" alike. ``training.hooks.RunNameHook`` names the run as Kedro starts a training
 node (the node's namespace is the run: ``<method>`` or ``<method>.seed<k>``), and the
 fan-out carries it to its workers in their job (``fanout.TrainingJob.run_name``). This
 module imports no Kedro: the trainer imports it, and the GPU benchmarks run the trainer

@@ -42,7 +42,7 @@ namespace unless ``trust_remote_code=True`` is passed, even for a local folder):
 A ``head`` (dense layers applied to the pooled embedding, such as CLSR's MLP on top
 of a frozen encoder) is saved as sentence-transformers' built-in ``Dense`` modules
 after the pooling (one per ``Linear`` + activation, see
-:func:`~contrastive_sentence_embeddings.encoding.dense_layers`), before ``Normalize``;
+:func:`~contrastive_sentence_embeddings.encoders.encoding.dense_layers`), before ``Normalize``;
 ``SentenceEncoder.load`` reads them back (``encoding.load_dense_head``), so both
 loaders embed raw text end to end. ``AutoModel`` loads the encoder alone.
 
@@ -85,16 +85,16 @@ from pathlib import Path
 
 import torch
 
-from contrastive_sentence_embeddings.crash_points import crash_point
-from contrastive_sentence_embeddings.encoding import METADATA_FILE, dense_layers, max_sequence_length, read_model_metadata
-from contrastive_sentence_embeddings.model_fingerprint import (
+from contrastive_sentence_embeddings.runs.crash_points import crash_point
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE, dense_layers, max_sequence_length, read_model_metadata
+from contrastive_sentence_embeddings.encoders.fingerprint import (
     EARLIER_KEY,
     FINGERPRINT_KEY,
     content_fingerprint,
     lineage_for_save,
 )
-from contrastive_sentence_embeddings.pooling import check_pooling
-from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.encoders.pooling import check_pooling
+from contrastive_sentence_embeddings.runs.scratch import explained_no_space
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def save_sentence_encoder(
     ...) is written to ``cse_metadata.json`` together with ``pooling``, the library
     versions (``versions``), the UTC time of the save (``saved_at``), the files it
     wrote (``files``), the weights' fingerprint (``weights_fingerprint``) and the
-    models the folder held before (``earlier_models``; ``model_fingerprint.py``);
+    models the folder held before (``earlier_models``; ``encoders/fingerprint.py``);
     those keys are this function's. ``max_seq_length`` is the truncation length that
     sentence-transformers applies (``sentence_bert_config.json``); left at None it
     uses the tokenizer / position-embedding limit, which is also what
@@ -174,7 +174,7 @@ def save_sentence_encoder(
             # What this save wrote (the folder's entries): all a stale model's removal may delete;
             # the weights' fingerprint, computed once here so that comparing a metrics record with
             # this model reads no weights; and the models this folder held before, so that their
-            # scores can be told apart from this model's (model_fingerprint.py).
+            # scores can be told apart from this model's (encoders/fingerprint.py).
             metadata_text = json.dumps({
                 **json.loads(metadata_text),
                 "files": sorted([entry.name for entry in staging.iterdir()] + [METADATA_FILE]),
@@ -507,7 +507,7 @@ def stale_models(method_folder: str | Path, method: str, runs: Collection[str],
 
     Only folders holding this project's metadata naming that run are considered: a
     folder of anyone else's is never a stale model of ours."""
-    from contrastive_sentence_embeddings.provenance import configuration_difference, configuration_key
+    from contrastive_sentence_embeddings.records.provenance import configuration_difference, configuration_key
 
     folder = Path(method_folder)
     found: list[tuple[Path, str]] = []
@@ -625,7 +625,7 @@ def _model_file(folder: Path, name: str) -> bool:
     from transformers import utils as model_files
     from transformers import tokenization_utils_base as tokenizer_files
 
-    from contrastive_sentence_embeddings.model_card import CARD_FILE
+    from contrastive_sentence_embeddings.publishing.model_card import CARD_FILE
 
     names = {METADATA_FILE, CARD_FILE, *SENTENCE_TRANSFORMERS_FILES,
              model_files.CONFIG_NAME, model_files.GENERATION_CONFIG_NAME, model_files.SAFE_WEIGHTS_NAME,
@@ -659,7 +659,7 @@ def _root_model_entries(folder: Path) -> tuple[list[Path], list[str]]:
     (``files`` in its metadata) and its model card; for a model saved before that
     list was recorded, the entries named as a save names them (:func:`_model_file`).
     Also the names of what is not the model's, which stay."""
-    from contrastive_sentence_embeddings.model_card import CARD_FILE
+    from contrastive_sentence_embeddings.publishing.model_card import CARD_FILE
 
     written = read_model_metadata(folder).get("files")
     mine, others = [], []

@@ -61,14 +61,14 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from contrastive_sentence_embeddings.atomic_files import write_text_atomically
-from contrastive_sentence_embeddings.attention_kernels import allowed_attention, check_attention_backends
-from contrastive_sentence_embeddings.config import flag, integer, number, random_seed
-from contrastive_sentence_embeddings.crash_points import crash_point
-from contrastive_sentence_embeddings.encoding import pad_batch, precision_tag
-from contrastive_sentence_embeddings.library_messages import held_messages
-from contrastive_sentence_embeddings.run_locks import HeldLocks, LockHeld, acquire
-from contrastive_sentence_embeddings.scratch import explained_no_space
+from contrastive_sentence_embeddings.runs.atomic_files import write_text_atomically
+from contrastive_sentence_embeddings.encoders.attention_kernels import allowed_attention, check_attention_backends
+from contrastive_sentence_embeddings.configuration.strict import flag, integer, number, random_seed
+from contrastive_sentence_embeddings.runs.crash_points import crash_point
+from contrastive_sentence_embeddings.encoders.encoding import pad_batch, precision_tag
+from contrastive_sentence_embeddings.runs.library_messages import held_messages
+from contrastive_sentence_embeddings.runs.run_locks import HeldLocks, LockHeld, acquire
+from contrastive_sentence_embeddings.runs.scratch import explained_no_space
 from contrastive_sentence_embeddings.training.live_log import open_live_log
 from contrastive_sentence_embeddings.training.gradient_cache import GradientCache, chunk_count, presplit_batch
 from contrastive_sentence_embeddings.training.methods import ContrastiveModel
@@ -101,8 +101,8 @@ class TrainingConfig:
     """Optimisation settings. ``max_steps`` (when set) caps the number of steps;
     ``eval_every`` 0 evaluates only at the start and the end."""
 
-    # Each numeric or true/false setting declares the values it takes (config.py's
-    # helpers; checked before any node runs, tests/test_parameters.py).
+    # Each numeric or true/false setting declares the values it takes (configuration/strict.py's
+    # helpers; checked before any node runs, tests/configuration/test_parameters.py).
     learning_rate: float = field(default=3e-5, metadata=number(0, low_open=True))
     batch_size: int = field(default=64, metadata=integer(1))
     epochs: int = field(default=1, metadata=integer(1))
@@ -132,7 +132,7 @@ class TrainingConfig:
     # batch_size x processes. The loop itself reads only the processes it actually runs in.
     num_processes: int | str = field(default=1, metadata=integer(1, words=("auto",)))
     # Speed settings that do not change what is computed (benchmarks/training_throughput.py
-    # measures each on and off; docs/gpu.md). null: chosen by the device.
+    # measures each on and off; docs/record/gpu.md). null: chosen by the device.
     # null: fused AdamW on CPU and CUDA (one vectorised pass over each parameter; what the
     # transformers Trainer uses by default); false: the multi-tensor (foreach) update.
     fused_optimizer: bool | None = field(default=None, metadata=flag(null=True))
@@ -142,7 +142,7 @@ class TrainingConfig:
     compile: bool = field(default=False, metadata=flag())  # torch.compile the encoder's training forward
     # torch.compile's mode: "reduce-overhead" (and "max-autotune") replay the encoder's
     # forward and backward as CUDA graphs (one launch instead of ~1,500 kernel launches a
-    # step: the host, not the GPU, bounds a paper-size step at batch 64, docs/gpu.md). CUDA
+    # step: the host, not the GPU, bounds a paper-size step at batch 64, docs/record/gpu.md). CUDA
     # graphs need one input shape: static_shapes, and no gradient caching.
     compile_mode: str = "default"
     # Pad every sentence batch to max_length instead of its longest member: one input shape
@@ -159,10 +159,10 @@ class TrainingConfig:
     # forward pass of compute; the gradients are the same (benchmarks/declutr_memory.py).
     gradient_checkpointing: bool = field(default=False, metadata=flag())
     # The kernels scaled_dot_product_attention may run while training and scoring dev sets
-    # (attention_kernels.py): a list of cudnn, flash, efficient, math; null:
+    # (encoders/attention_kernels.py): a list of cudnn, flash, efficient, math; null:
     # PyTorch's choice. On Hopper that choice is cuDNN's attention, which prepares every
     # new input shape for ~150 ms: DeCLUTR, whose batches keep changing shape, leaves it
-    # out (3.7x faster steps on an H100, docs/gpu.md run 5). Keep math: every device has it.
+    # out (3.7x faster steps on an H100, docs/record/gpu.md run 5). Keep math: every device has it.
     attention_backends: list[str] | None = None
 
     @classmethod
@@ -422,7 +422,7 @@ def build_optimizer(model: torch.nn.Module, config: TrainingConfig, device: torc
     ``fused_optimizer`` is false, then the multi-tensor (foreach) update; either is the
     per-parameter loop's update up to float rounding (the foreach one bit for bit on CPU).
     On CPU the fused step of the default encoder takes ~20 ms where the foreach one takes
-    ~110 ms (docs/results.md); the transformers Trainer, sentence-transformers' included,
+    ~110 ms (docs/record/results.md); the transformers Trainer, sentence-transformers' included,
     uses the fused kernel by default."""
     groups = parameter_groups(model, config.weight_decay)
     # foreach: one multi-tensor update instead of a Python loop over ~100 parameters (torch
@@ -473,7 +473,7 @@ def launched_world(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     ``WORLD_SIZE``/``RANK`` (the fan-out's elastic launcher, ``torchrun``, ``accelerate
     launch``) or MPI's variables, which accelerate reads too; ``(1, 0)`` for a process
     nobody launched."""
-    from contrastive_sentence_embeddings.launch_guard import RANK_VARS, WORLD_SIZE_VARS
+    from contrastive_sentence_embeddings.runs.launch_guard import RANK_VARS, WORLD_SIZE_VARS
 
     environ = os.environ if environ is None else environ
     for variable in WORLD_SIZE_VARS:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
+from contrastive_sentence_embeddings.runs.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
 from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
 from tests.helpers import ScratchProject
 

@@ -3,7 +3,7 @@ import pytest
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import BadInputError
-from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER
 from contrastive_sentence_embeddings.pipelines.data_processing import nodes
 
 WIKITEXT = " = An Article = \n Alpha beta gamma delta epsilon . Second sentence is here too . \n = = Sub = = \n Has a <unk> in it , sadly . \n"
@@ -195,7 +195,7 @@ def long_documents(write_file, partitions):
 def test_shard_count_changes_nothing_downstream(long_documents, tmp_path, tokenizer):
     """The same documents saved in many small shards or in one load back to the same
     spans and the same token ids for the trainer."""
-    from contrastive_sentence_embeddings.datasets import ArrowDataset
+    from contrastive_sentence_embeddings.pipelines.datasets import ArrowDataset
     from contrastive_sentence_embeddings.training.declutr import spans_by_document, training_documents
 
     kept, report = long_documents

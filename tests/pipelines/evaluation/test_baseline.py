@@ -9,8 +9,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.encoding import METADATA_FILE
-from contrastive_sentence_embeddings.pooling import POOLING_METHODS
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE
+from contrastive_sentence_embeddings.encoders.pooling import POOLING_METHODS
 from tests.helpers import ScratchProject
 
 pytestmark = pytest.mark.integration

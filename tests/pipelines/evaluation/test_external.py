@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.config import ExternalConfig, ParameterError, parse_strict
-from contrastive_sentence_embeddings.parameter_blocks import external_block, validate_parameters
-from contrastive_sentence_embeddings.config_loader import project_parameters
+from contrastive_sentence_embeddings.configuration.blocks import ExternalConfig
+from contrastive_sentence_embeddings.configuration.strict import ParameterError, parse_strict
+from contrastive_sentence_embeddings.pipelines.parameter_blocks import external_block, validate_parameters
+from contrastive_sentence_embeddings.configuration.loader import project_parameters
 from tests.helpers import PROJECT_ROOT, ScratchProject
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from contrastive_sentence_embeddings.encoding import METADATA_FILE
+from contrastive_sentence_embeddings.encoders.encoding import METADATA_FILE
 from contrastive_sentence_embeddings.evaluation.evaluator import ModelSpec
 from contrastive_sentence_embeddings.pipelines.evaluation.nodes import (
     baseline_specs,

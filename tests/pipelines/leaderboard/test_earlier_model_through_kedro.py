@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
+from contrastive_sentence_embeddings.runs.crash_points import CRASH_ENV_VAR, CRASH_EXIT_CODE
 from contrastive_sentence_embeddings.data.raw_sources import MIRROR_ENV_VAR
-from contrastive_sentence_embeddings.experiments import Experiment, ranking_table
-from contrastive_sentence_embeddings.model_fingerprint import model_fingerprint
+from contrastive_sentence_embeddings.records.experiments import Experiment, ranking_table
+from contrastive_sentence_embeddings.encoders.fingerprint import model_fingerprint
 from tests.helpers import ScratchProject, base_parameters
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-from contrastive_sentence_embeddings.datasets import MetricsFolderDataset
+from contrastive_sentence_embeddings.pipelines.datasets import MetricsFolderDataset
 
 
 def test_an_empty_or_missing_metrics_folder_loads_as_nothing(tmp_path):

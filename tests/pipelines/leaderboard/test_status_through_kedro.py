@@ -10,7 +10,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.records import provenance
 from tests.helpers import PROJECT_ROOT, ScratchProject, base_parameters
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """Two real `kedro run` in one checkout: the second stops at once naming the first
-(run_locks.py, hooks.RunLockHook), the first completes, and a killed run holds no lock."""
+(runs/run_locks.py, runs.hooks.RunLockHook), the first completes, and a killed run holds no lock."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from kedro_datasets.partitions import PartitionedDataset
 
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.raw_sources import RAW_SOURCES, RawDataUnavailable
-from contrastive_sentence_embeddings.datasets import RawFileDataset
+from contrastive_sentence_embeddings.pipelines.datasets import RawFileDataset
 from contrastive_sentence_embeddings.pipelines.raw_data import create_pipeline
 from contrastive_sentence_embeddings.pipelines.raw_data.nodes import make_ingest
 
@@ -13,7 +13,7 @@ def raw_folder(path):
     """The catalog's ``raw_{source}`` entry, pointed at ``path``."""
     return PartitionedDataset(
         path=str(path),
-        dataset={"type": "contrastive_sentence_embeddings.datasets.RawFileDataset"},
+        dataset={"type": "contrastive_sentence_embeddings.pipelines.datasets.RawFileDataset"},
         overwrite=True,
     )
 
@@ -78,7 +78,7 @@ def test_a_source_mode_overrides_the_mode_for_that_source_only(tmp_path, monkeyp
     ({"sts": "offline"}, "source_modes.sts must be auto, mirror or hub"),
 ])
 def test_a_wrong_source_mode_is_a_parameter_error(source_modes, message):
-    from contrastive_sentence_embeddings.config import ParameterError, parse_strict
+    from contrastive_sentence_embeddings.configuration.strict import ParameterError, parse_strict
     from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 
     with pytest.raises(ParameterError, match=message):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from contrastive_sentence_embeddings.config import MethodConfig
+from contrastive_sentence_embeddings.configuration.blocks import MethodConfig
 from contrastive_sentence_embeddings.pipelines.training import nodes
 from contrastive_sentence_embeddings.training.method_block import MethodBlock
 from contrastive_sentence_embeddings.training.trainer import TrainingConfig

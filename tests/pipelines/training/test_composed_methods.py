@@ -41,7 +41,7 @@ def composed_blocks() -> dict:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
-    from contrastive_sentence_embeddings.config_loader import project_parameters
+    from contrastive_sentence_embeddings.configuration.loader import project_parameters
     from tests.helpers import PROJECT_ROOT
 
     blocks = composed_blocks()

@@ -20,7 +20,7 @@ def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     # 112 documents in batches of 40: 2 steps an epoch, 2 epochs, each with its own spans.
     declutr = base_parameters("declutr", batch_size=40, epochs=2, max_steps=None, eval_every=2,
                               log_every=1)
-    declutr["seeds"] = None  # one run (seeds: tests/test_pipeline_registry.py)
+    declutr["seeds"] = None  # one run (seeds: tests/pipelines/test_pipeline_registry.py)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "declutr": declutr})
     scratch.run(["declutr"])
@@ -65,7 +65,7 @@ def test_the_card_cites_only_the_data_whose_documents_were_kept(project):
     """The mirror's OpenWebText samples are all shorter than the documents DeCLUTR keeps:
     read, but none kept; the card's data sets name WikiText only, and its training
     parameters leave out what DeCLUTR never reads."""
-    from contrastive_sentence_embeddings.model_card import split_front_matter
+    from contrastive_sentence_embeddings.publishing.model_card import split_front_matter
 
     report = json.loads((project.root / "data/08_reporting/data_report/long_documents.json").read_text())
     assert report["long_documents"]["rows_out_by_input"]["openwebtext"] == 0

@@ -225,7 +225,7 @@ def test_cse_train_under_torchrun_publishes_where_evaluation_reads(fanned_out):
            "PYTHONPATH": os.pathsep.join([str(checkout / "src"), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0", "--max-restarts", "0",
-               "-m", "contrastive_sentence_embeddings.train_entry", "--method", "simcse"]
+               "-m", "contrastive_sentence_embeddings.training.entry", "--method", "simcse"]
     finished = subprocess.run(command, cwd=scratch.root, env=env, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-4000:]
     metadata = json.loads((model / "cse_metadata.json").read_text())

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, mirror_dir, tiny_bert_dir):
     simcse = base_parameters("simcse", max_steps=20, eval_every=10, batch_size=32, learning_rate=1e-4)
-    simcse["seeds"] = None  # one run (seeds: tests/test_pipeline_registry.py)
+    simcse["seeds"] = None  # one run (seeds: tests/pipelines/test_pipeline_registry.py)
     scratch = ScratchProject(tmp_path_factory.mktemp("project"), mirror_dir,
                              {"encoder": str(tiny_bert_dir), "simcse": simcse})
     scratch.run(["simcse"])
@@ -62,8 +62,8 @@ def test_the_model_card_states_the_run_as_it_happened(project):
     """The card the pipeline wrote into the model folder: the metrics file's numbers,
     the data reports of the steps that fed the training, the model's metadata; and
     the model still scored is the model in the folder."""
-    from contrastive_sentence_embeddings.embedding_cache import model_fingerprint
-    from contrastive_sentence_embeddings.model_card import split_front_matter
+    from contrastive_sentence_embeddings.encoders.embedding_cache import model_fingerprint
+    from contrastive_sentence_embeddings.publishing.model_card import split_front_matter
 
     folder = project.root / "data/06_models/simcse"
     card = (folder / "README.md").read_text(encoding="utf-8")
@@ -86,7 +86,7 @@ def test_simcse_training_raises_stsb_dev_above_the_untrained_model(tokenizer, st
     weak spot) gains on STS-B dev within 25 SimCSE steps on real Wikipedia sentences.
     A tiny random BERT cannot show this: with dropout noise as the only signal and no
     pretrained semantics its dev score falls (measured; see docs/training.md)."""
-    from contrastive_sentence_embeddings.encoders import DEFAULT_ENCODER
+    from contrastive_sentence_embeddings.encoders.loading import DEFAULT_ENCODER
     from contrastive_sentence_embeddings.training.run import load_pretrained
 
     lines = mirror_dir / "wiki" / "wiki1m_head.txt"

@@ -16,13 +16,13 @@ from typing import Any
 import datasets
 import pyarrow as pa
 
-from contrastive_sentence_embeddings.config import (
+from contrastive_sentence_embeddings.configuration.blocks import (
     LongDocumentsConfig,
     NliPairsConfig,
     StsbPairsConfig,
     WikiSentencesConfig,
-    parse_strict,
 )
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
 from contrastive_sentence_embeddings.data import documents as docs
 from contrastive_sentence_embeddings.data import pairs, wikipedia
 from contrastive_sentence_embeddings.data.arrow_rows import rows_to_table
@@ -30,7 +30,7 @@ from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.report import StepReport, rows_by_input
 from contrastive_sentence_embeddings.data.spans import SpansParams, document_lengths, sample_spans
-from contrastive_sentence_embeddings.model_integrity import load_checked_tokenizer
+from contrastive_sentence_embeddings.encoders.integrity import load_checked_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ with its own data-report file (``report_<step>``, a DVC metric)::
     raw_sts                -> extract_stsb_pairs          -> stsb_pairs
     raw_nli                -> extract_nli_pairs           -> nli_pairs
 
-A method's pipeline runs only the steps its inputs need (``pipeline_registry``).
+A method's pipeline runs only the steps its inputs need (``pipelines/graph.py``).
 """
 
 from kedro.pipeline import Node, Pipeline

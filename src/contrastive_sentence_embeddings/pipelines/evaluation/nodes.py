@@ -13,16 +13,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from contrastive_sentence_embeddings import provenance
-from contrastive_sentence_embeddings.config import (
+from contrastive_sentence_embeddings.records import provenance
+from contrastive_sentence_embeddings.configuration.blocks import (
     BaselineConfig,
     ExternalConfig,
     LeaderboardConfig,
     TransferEvaluationConfig,
-    parse_strict,
 )
-from contrastive_sentence_embeddings.crash_points import crash_point
-from contrastive_sentence_embeddings.encoding import read_model_metadata
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
+from contrastive_sentence_embeddings.runs.crash_points import crash_point
+from contrastive_sentence_embeddings.encoders.encoding import read_model_metadata
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig
 from contrastive_sentence_embeddings.evaluation.evaluator import (
     EvaluationData,
@@ -33,8 +33,8 @@ from contrastive_sentence_embeddings.evaluation.evaluator import (
     Partitions,
     evaluate_models,
 )
-from contrastive_sentence_embeddings.parameter_blocks import DataProcessingConfig, external_block
-from contrastive_sentence_embeddings.project_paths import project_relative
+from contrastive_sentence_embeddings.pipelines.parameter_blocks import DataProcessingConfig, external_block
+from contrastive_sentence_embeddings.runs.project_paths import project_relative
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def write_model_card(model: str, metrics: Mapping, sts_pairs: Mapping, baseline_
     and the data reports (``report_<step>``: ``{step: counts}`` each) of the steps that
     prepared its training data. ``baseline_metrics`` and ``baseline_sts_pairs`` are the
     baseline's folders (partitions: a record's loader by name)."""
-    from contrastive_sentence_embeddings.model_card import base_comparison, model_card
+    from contrastive_sentence_embeddings.publishing.model_card import base_comparison, model_card
 
     merged: dict[str, Mapping] = {}
     for report in reports:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from contrastive_sentence_embeddings.config import LeaderboardConfig, parse_strict
+from contrastive_sentence_embeddings.configuration.blocks import LeaderboardConfig
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
 from contrastive_sentence_embeddings.evaluation import leaderboard
 from contrastive_sentence_embeddings.evaluation.records import read_records
 

@@ -6,7 +6,7 @@ merges identical nodes. Identical means the same inputs everywhere, hence ``afte
 the registry's list of *every* metrics data set of the graph. The node reads the
 metrics folders; ``after`` is there only so that Kedro runs it once the metrics the run
 writes are saved. Those the run does not write are given a placeholder instead of being
-loaded (``hooks.LeaderboardOrderingHook``)."""
+loaded (``pipelines.hooks.LeaderboardOrderingHook``)."""
 
 from __future__ import annotations
 

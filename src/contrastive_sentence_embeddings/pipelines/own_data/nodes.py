@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from contrastive_sentence_embeddings.config import LongDocumentsConfig, parse_source, parse_strict
+from contrastive_sentence_embeddings.configuration.blocks import LongDocumentsConfig, parse_source
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
 from contrastive_sentence_embeddings.data import own_data
 from contrastive_sentence_embeddings.data.documents import tokenized_long_documents
 from contrastive_sentence_embeddings.data.parallel import worker_count
 from contrastive_sentence_embeddings.data.report import EmptyInputError, StepReport, carry_report
 from contrastive_sentence_embeddings.data.wikipedia import clean_and_filter_sentences
-from contrastive_sentence_embeddings.model_integrity import load_checked_tokenizer
+from contrastive_sentence_embeddings.encoders.integrity import load_checked_tokenizer
 from contrastive_sentence_embeddings.pipelines.data_processing.nodes import sample_declutr_spans
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from contrastive_sentence_embeddings.config import parse_strict
+from contrastive_sentence_embeddings.configuration.strict import parse_strict
 from contrastive_sentence_embeddings.data.raw_file import RawFile
 from contrastive_sentence_embeddings.data.raw_sources import RawDataConfig, materialise_raw_source
 

@@ -1,5 +1,5 @@
 """``training``: one modular pipeline per data family (sentences, documents, pairs);
-each method is a namespaced instance of one of them (``pipeline_registry.py``)."""
+each method is a namespaced instance of one of them (``pipelines/graph.py``)."""
 
 from .pipeline import create_pipeline
 

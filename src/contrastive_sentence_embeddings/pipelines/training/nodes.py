@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from contrastive_sentence_embeddings import provenance
+from contrastive_sentence_embeddings.records import provenance
 from contrastive_sentence_embeddings.evaluation.sts import STARTING_SCORES_DIR, DevScorer
 from contrastive_sentence_embeddings.training import fanout, run
 from contrastive_sentence_embeddings.training.clsr import PairEmbeddings, embed_pairs, pair_columns

@@ -1,6 +1,6 @@
 """The training pipelines, one per data family. Each is a template with generic data
 set names, instantiated once per method under the method's namespace
-(``pipeline_registry.method_pipeline``)::
+(``pipelines.graph.method_pipeline``)::
 
     sentences           -> train -> model, training_curve                  (sentences)
     documents, spans    -> train -> model, training_curve                  (documents)

@@ -1,9 +1,9 @@
 """The docs quote their figures from one results page.
 
 README.md and the pages under docs/ may quote a score or a measured time only if
-docs/results.md (the results page) states it too, so that two pages can never disagree
+docs/record/results.md (the results page) states it too, so that two pages can never disagree
 on one fact and every figure has one place that says which run produced it.
-docs/data_scale.md is the data-preparation benchmark's own page of results, docs/gpu.md the
+docs/record/data_scale.md is the data-preparation benchmark's own page of results, docs/record/gpu.md the
 GPU benchmarks' (each figure there names the results file of the device run it comes from).
 
 The results page's results of record (its tables and the line naming the run) are
@@ -22,8 +22,8 @@ import pytest
 from tests.results_tables import TABLES, methods, record_summary
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "docs" / "results.md"
-RESULT_PAGES = {RESULTS, ROOT / "docs" / "data_scale.md", ROOT / "docs" / "gpu.md"}
+RESULTS = ROOT / "docs" / "record" / "results.md"
+RESULT_PAGES = {RESULTS, ROOT / "docs" / "record" / "data_scale.md", ROOT / "docs" / "record" / "gpu.md"}
 
 # A score as the docs print them (Spearman x 100 with two decimals: 79.23) and a
 # measured duration (4 min 32 s). Parameter values (0.05, 3e-5) and versions
@@ -64,8 +64,15 @@ def test_the_gpu_guide_s_paper_costs_are_the_results_file_s():
     cell for cell, and the guide names no method the file has no measurement of."""
     text = GPU_GUIDE.read_text(encoding="utf-8")
     assert PAPER_COST.name in text and json.loads(PAPER_COST.read_text())["device"] in text
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("| ") and not line.startswith("| method ")]
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| method "))
+    table = []  # the cost table: its header's rows up to the first line that is not a row
+    for line in lines[start + 2:]:
+        if not line.startswith("| "):
+            break
+        table.append(line)
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table]
+    assert len([line for line in lines if line.startswith("| method ")]) == 1, "one cost table on the guide"
     assert rows == list(paper_cost_cells().values())
 
 
@@ -76,18 +83,18 @@ def test_every_figure_a_page_quotes_is_on_the_results_page(page: Path):
     if page == GPU_GUIDE:
         on_results_page |= {cell for row in paper_cost_cells().values() for cell in row}
     missing = sorted(figures(page.read_text(encoding="utf-8")) - on_results_page)
-    assert not missing, (f"{page.relative_to(ROOT)} quotes {', '.join(missing)}, which docs/results.md does not "
+    assert not missing, (f"{page.relative_to(ROOT)} quotes {', '.join(missing)}, which docs/record/results.md does not "
                          "state: quote figures from the results page (and put new ones there first)")
 
 
 @pytest.mark.parametrize("name", [*TABLES, "summary"])
 def test_the_results_of_record_section_is_the_committed_files_every_column(name):
-    """docs/results.md's results of record are the committed leaderboard, dev curves and
+    """docs/record/results.md's results of record are the committed leaderboard, dev curves and
     run record rendered (tests/results_tables.py), every column of every row: a table
     or line that differs from what the files give fails here, naming which."""
     expected = record_summary() if name == "summary" else TABLES[name]()
     text = RESULTS.read_text(encoding="utf-8")
-    assert expected in text, (f"docs/results.md does not hold the {name} table the committed files give; "
+    assert expected in text, (f"docs/record/results.md does not hold the {name} table the committed files give; "
                               f"`python -m tests.results_tables` prints it:\n{expected}")
 
 

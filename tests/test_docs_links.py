@@ -1,4 +1,5 @@
-"""Every link between the project's pages resolves: README.md and docs/*.md link to files
+"""Every link between the project's pages resolves: README.md, docs/*.md and the record
+(docs/record/*.md) link to files
 that exist and to headings that exist (GitHub's anchors), so moving a section from one
 page to another cannot leave a reader at a dead end."""
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
@@ -47,3 +48,14 @@ def test_every_relative_link_reaches_a_file_and_heading(page):
         elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
             dead.append(f"{target}: no heading #{fragment} in {linked.relative_to(ROOT)}")
     assert not dead, "\n".join(dead)
+
+
+def test_the_record_index_lists_every_results_file():
+    """docs/record/README.md is what ``python -m tests.record_index`` writes now: a results
+    file added, renamed or removed, or a page's section renamed, shows here."""
+    from tests.record_index import RECORD, RESULTS, render
+
+    committed = (RECORD / "README.md").read_text(encoding="utf-8")
+    assert committed == render(), "docs/record/README.md is stale: run python -m tests.record_index --write docs/record/README.md"
+    listed = set(re.findall(r"^\| `([^`]+)` \|", committed, re.M))
+    assert listed == {path.name for path in RESULTS.iterdir() if path.is_file()}

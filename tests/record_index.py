@@ -12,6 +12,8 @@ import argparse
 import re
 from pathlib import Path
 
+from tests.test_docs_links import anchor  # GitHub's anchors, as the link check reads them
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "record"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,11 +53,6 @@ def quoting_section(name: str) -> tuple[str, str] | None:
         headings = re.findall(r"^#+ (.+)$", text[:at], re.M)
         return page, headings[-1] if headings else ""
     return None
-
-
-def anchor(heading: str) -> str:
-    """GitHub's anchor for a Markdown heading."""
-    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
 def render() -> str:

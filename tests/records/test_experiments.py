@@ -33,7 +33,7 @@ from contrastive_sentence_embeddings.records.experiments import (
 from tests.helpers import PROJECT_ROOT
 
 # The command README.md documents for comparing experiments (checked against it below).
-EXP_SHOW = ["exp", "show", "--only-changed", "--hide-failed", "--hide-queued", "--drop", r"Created|State|Executor|.*\.p$",
+EXP_SHOW = ["exp", "show", "--only-changed", "--hide-failed", "--hide-queued", "--drop", r"Created|State|Executor|.*\.p$|^data/|^src/",
             "--sort-by", "simcse.sts_avg", "--sort-order", "desc"]
 
 

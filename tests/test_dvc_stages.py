@@ -495,18 +495,25 @@ def test_the_file_count_of_a_checkout_by_hand():
     assert files_a_checkout_has("data/p", tracked - {"data/p/.gitignore"}, outs) == 1 + 3
 
 
-def test_the_folder_hash_of_a_checkout_by_hand(tmp_path):
-    """DVC's own hash of a folder (dvc's HashFile over the manifest) equals ours, from a
-    git file read here and a DVC output known only by its md5 in the lock."""
+def test_the_folder_hash_of_a_checkout_is_dvcs_own(tmp_path):
+    """DVC's own hash of a folder (``dvc add``) equals ours, made from a git file read here
+    and a file known only by its md5, as the lock knows a DVC output."""
     import hashlib
+    import subprocess
+    import sys
 
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "kept.json").write_text('{"a": 1}\n')
-    out_md5 = hashlib.md5(b"not here").hexdigest()
-    ours = checkout_folder_hash("d", {"d/kept.json"}, [{"path": "d/z.npz", "md5": out_md5}], tmp_path)
-    manifest = [{"md5": hashlib.md5(b'{"a": 1}\n').hexdigest(), "relpath": "kept.json"},
-                {"md5": out_md5, "relpath": "z.npz"}]
-    assert ours == hashlib.md5(json.dumps(manifest, sort_keys=True).encode()).hexdigest() + ".dir"
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "kept.json").write_text('{"a": 1}\n')
+    (folder / "z.npz").write_bytes(b"an output's bytes")
+    environment = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for command in (["init", "--no-scm", "-q"], ["add", "-q", "d"]):
+        subprocess.run([sys.executable, "-m", "dvc", *command], cwd=tmp_path, env=environment, check=True,
+                       capture_output=True, timeout=120)
+    dvcs = yaml.safe_load((tmp_path / "d.dvc").read_text())["outs"][0]["md5"]
+    out_md5 = hashlib.md5(b"an output's bytes").hexdigest()
+    (folder / "z.npz").unlink()  # a checkout without DVC's file: only the lock's md5 of it
+    assert checkout_folder_hash("d", {"d/kept.json"}, [{"path": "d/z.npz", "md5": out_md5}], tmp_path) == dvcs
     assert checkout_folder_hash("d", {"d/kept.json"}, [{"path": "d/sub", "nfiles": 2}], tmp_path) is None
 
 

@@ -26,6 +26,19 @@ from tests.helpers import PROJECT_ROOT
 PACKAGE = "src/contrastive_sentence_embeddings"
 
 
+def locked_stages() -> dict:
+    """dvc.lock's stages, as committed."""
+    return yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"]
+
+
+def git_tracked() -> set[str]:
+    """Every path git tracks in the project."""
+    import subprocess
+
+    return set(subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              check=True).stdout.splitlines())
+
+
 @pytest.fixture(scope="module")
 def project():
     from kedro.config import OmegaConfigLoader
@@ -374,8 +387,7 @@ def test_the_committed_lock_records_the_committed_code_parameters_and_results():
     done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=PROJECT_ROOT, env=environment,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                                 check=True).stdout.splitlines())
+    tracked = git_tracked()
 
     def in_git(path: str) -> bool:
         """A folder holding only git's .gitkeep placeholder and DVC's .gitignore (the list of
@@ -384,7 +396,7 @@ def test_the_committed_lock_records_the_committed_code_parameters_and_results():
                                       and PurePosixPath(name).name not in (".gitkeep", ".gitignore")
                                       for name in tracked)
 
-    lock = yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"]
+    lock = locked_stages()
     outputs = [out["path"] for entry in lock.values() for out in entry.get("outs", [])]
 
     def lacks_an_output(path: str) -> bool:
@@ -416,7 +428,7 @@ def test_the_lock_holds_only_the_stages_dvc_yaml_defines():
     environment = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     defined = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=PROJECT_ROOT,
                              env=environment, capture_output=True, text=True, timeout=300, check=True).stdout.split()
-    locked = yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"]
+    locked = locked_stages()
     assert set(locked) == set(defined), sorted(set(locked) ^ set(defined))
 
 
@@ -461,11 +473,8 @@ def test_a_checkout_holds_every_locked_folder_as_it_was():
     git-ignored here until it was committed, and the trained runs' per-pair predictions,
     neither an output nor in git) made every train stage look changed in DVC's queue,
     which then retrained all nine for one queued SimCSE parameter."""
-    import subprocess
-
-    lock = yaml.safe_load((PROJECT_ROOT / "dvc.lock").read_text())["stages"]
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                                 check=True).stdout.splitlines())
+    lock = locked_stages()
+    tracked = git_tracked()
     outs = [out for stage in lock.values() for out in stage.get("outs", [])]
     differ, hashed = [], 0
     for name, stage in lock.items():

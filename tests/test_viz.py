@@ -8,9 +8,9 @@ metrics (about 30 inputs in a row, 13% zoom on first open)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +21,12 @@ import pytest
 from tests.helpers import copy_project_configuration
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def main_job() -> str:
+    """The pipeline `make viz` opens on: the first of the Makefile's MAIN_PIPELINES, as its VIZ_PIPELINE."""
+    makefile = (ROOT / "Makefile").read_text()
+    return re.search(r"^MAIN_PIPELINES \?= (\S+)$", makefile, re.M).group(1).split(",")[0]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +48,8 @@ def test_the_viz_site_builds_with_every_parameter_and_a_page_per_pipeline(built_
     assert "--include-hooks" in command
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Cannot find parameter" not in done.stdout + done.stderr
-    main_job = re.search(r"^MAIN_PIPELINES \?= (\S+)$", makefile, re.M).group(1)
     assert (project / "build" / "index.html").is_file()
-    assert (project / "build" / "api" / "pipelines" / main_job).is_file()
+    assert (project / "build" / "api" / "pipelines" / main_job()).is_file()
     assert "PLOTS_PAGE := $(VENV)/" in makefile  # not in build/
 
 
@@ -71,10 +76,9 @@ def task_names_under(pipeline: dict, modular: str) -> set[str]:
 def test_the_printed_address_opens_on_the_main_jobs_method_focused(built_site):
     project, _, done = built_site
     assert done.returncode == 0, done.stderr[-2000:]
-    makefile = (ROOT / "Makefile").read_text()
-    main_job = re.search(r"^MAIN_PIPELINES \?= (\S+)$", makefile, re.M).group(1).split(",")[0]
+    job = main_job()
     query = {key: values[0] for key, values in parse_qs(urlsplit(printed_address()).query).items()}
-    assert query["pid"] == main_job and query["expandAllPipelines"] == "true"
+    assert query["pid"] == job and query["expandAllPipelines"] == "true"
     page = json.loads((project / "build" / "api" / "pipelines" / query["pid"]).read_text())
     # kedro-viz answers an unknown fid with an error banner and the whole graph
     assert query["fid"] in page["modular_pipelines"]
@@ -83,7 +87,7 @@ def test_the_printed_address_opens_on_the_main_jobs_method_focused(built_site):
     assert seeds, focused
     # every seed's training and evaluation is in view, the leaderboard and its inputs are not
     for seed in seeds:
-        assert {f"{main_job}.{seed}.train", f"{main_job}.{seed}.evaluate"} <= focused
+        assert {f"{job}.{seed}.train", f"{job}.{seed}.evaluate"} <= focused
     assert not any("leaderboard" in name for name in focused)
     everything = [node for node in page["nodes"] if node["type"] == "task"]
     assert len(focused) < len(everything) / 2
